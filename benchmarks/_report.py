@@ -1,0 +1,56 @@
+"""Write one benchmark's section of docs/benchmarks.md, leaving the others alone.
+
+Each script in benchmarks/ owns a section between ``<!-- BEGIN name -->`` and
+``<!-- END name -->``; rerunning a script replaces only its own section. The
+file is written to a temporary file and renamed, so it is never half-written.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import platform
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+HEADER = (
+    "# Benchmarks\n\n"
+    "Every figure here was printed by the command named in its section, on the machine\n"
+    "and date given there. Rerun the command to replace the section.\n"
+)
+
+
+def machine_description() -> str:
+    """CPU model, core count and Python version of this machine, in one line."""
+    cpu = platform.processor() or platform.machine()
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
+        for line in out.splitlines():
+            if line.startswith("Model name:"):
+                cpu = line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def write_section(name: str, title: str, command: str, body: str) -> None:
+    """Replace (or append) section ``name`` of docs/benchmarks.md."""
+    today = _dt.date.today().isoformat()
+    section = (
+        f"<!-- BEGIN {name} -->\n## {title}\n\n"
+        f"Command: `{command}`  \nMachine: {machine_description()}  \nDate: {today}\n\n"
+        f"{body.rstrip()}\n<!-- END {name} -->\n"
+    )
+    text = DOC.read_text(encoding="utf-8") if DOC.exists() else HEADER
+    pattern = re.compile(rf"<!-- BEGIN {re.escape(name)} -->.*?<!-- END {re.escape(name)} -->\n?", re.S)
+    if pattern.search(text):
+        text = pattern.sub(lambda _: section, text)
+    else:
+        text = text.rstrip() + "\n\n" + section
+    DOC.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=DOC.parent, prefix=".benchmarks.", suffix=".tmp")
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        f.write(text)
+    os.replace(tmp, DOC)

@@ -1,0 +1,3 @@
+from arboreal.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,57 @@
+"""The ``arboreal`` command: one subcommand per module, a consistent error policy.
+
+Every subcommand module exposes ``add_parser(subparsers)`` (registers its
+arguments and sets ``func``). An :class:`~arboreal.errors.ArborealError`
+(bad input, bad model) or an OS error on a named file is printed as one line,
+``arboreal: error: ...``, with exit status 2 and no traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from arboreal.errors import ArborealError
+
+#: subcommand modules, in the order ``arboreal --help`` lists them
+SUBCOMMANDS = ("train", "parse", "eval", "stats", "validate", "projectivize")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from arboreal import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="arboreal",
+        description="Discriminative dependency parsing with spanning-tree methods.",
+    )
+    parser.add_argument("--version", action="version", version=f"arboreal {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in SUBCOMMANDS:
+        try:
+            module = importlib.import_module(f"arboreal.cli.{name}_cmd")
+        except ModuleNotFoundError as exc:  # a subcommand not written yet
+            if exc.name == f"arboreal.cli.{name}_cmd":
+                continue
+            raise
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help(sys.stderr)
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except ArborealError as exc:
+        print(f"arboreal: error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        name = exc.filename if exc.filename is not None else ""
+        print(f"arboreal: error: {name}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("arboreal: interrupted", file=sys.stderr)
+        return 130

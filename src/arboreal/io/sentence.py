@@ -1,0 +1,65 @@
+"""The in-memory sentence: syntactic words as numpy arrays.
+
+Convention used everywhere in arboreal: every per-word array has length ``n + 1``;
+position 0 is the artificial root (form ``ROOT_TOKEN``, head ``-1``), positions
+1..n are the syntactic words in order. ``heads[m]`` is the head of word ``m``
+(0 means the root); ``heads[0] == -1``. A word whose head is unknown (input read
+with ``allow_missing_heads``) also has head ``-1``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+ROOT_TOKEN = "<root>"
+
+
+@dataclass(eq=False)
+class Sentence:
+    """One sentence of a treebank.
+
+    Attributes (all numpy arrays of shape (n+1,), index 0 the root):
+        forms, lemmas, upos, xpos, feats, deprels, deps, misc: object arrays of str
+            (CoNLL-U columns 2-5, 6, 8, 9, 10; "_" where the file has "_").
+        heads: int32 array, ``heads[0] == -1``.
+    comments: the sentence's comment lines, without the trailing newline.
+    extra: CoNLL-U lines that are not syntactic words (multiword-token ranges
+        ``3-4`` and empty nodes ``8.1``), each as ``(k, line)``: the line stands
+        right after syntactic word ``k`` (k = 0: before the first word).
+    ids: the ID column of the syntactic words as written (for byte-exact output).
+    """
+
+    forms: np.ndarray
+    lemmas: np.ndarray
+    upos: np.ndarray
+    xpos: np.ndarray
+    feats: np.ndarray
+    heads: np.ndarray
+    deprels: np.ndarray
+    deps: np.ndarray
+    misc: np.ndarray
+    comments: list[str] = field(default_factory=list)
+    extra: list[tuple[int, str]] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        """Number of syntactic words n (the root is not counted)."""
+        return len(self.forms) - 1
+
+    @property
+    def has_heads(self) -> bool:
+        """True when every word has a head (False for unparsed input)."""
+        return bool(len(self) == 0 or (self.heads[1:] >= 0).all())
+
+    def with_tree(self, heads: np.ndarray, deprels: np.ndarray | None = None) -> "Sentence":
+        """A copy with new HEAD (and DEPREL) columns; every other column is shared.
+
+        ``heads`` has shape (n+1,) with ``heads[0] == -1``; ``deprels`` (n+1,) of str.
+        """
+        heads = np.asarray(heads, dtype=np.int32).copy()
+        heads[0] = -1
+        new = replace(self, heads=heads)
+        if deprels is not None:
+            new.deprels = np.asarray(deprels, dtype=object).copy()
+            new.deprels[0] = ROOT_TOKEN
+        return new

@@ -1,0 +1,378 @@
+"""First-order (arc-factored) features: s(h, m) = w . f(x, h, m), by feature hashing.
+
+Design (speed and memory): a sentence is encoded once into a small int32 matrix of
+token codes (:class:`EncodedSentence`, attributes x positions), computed for the whole
+corpus at a time with ``np.unique``/``np.searchsorted`` (no per-token Python loop).
+The ids of the features of an arc are never stored: a numba kernel recomputes them by
+hashing small tuples of codes into ``2**bits`` buckets each time the arc is scored or
+updated, so memory is O(corpus words) and scoring a sentence costs
+O(n^2 * T + n^3 * T_between) hash-and-gather operations with no Python loop.
+
+Feature sets:
+
+* ``"mcdonald"``: McDonald, Crammer & Pereira (2006) Table 1 / Appendix C over FORM
+  and UPOS: unigram and bigram word/POS templates of head and modifier, the same
+  templates with 5-character prefixes for words longer than 5 characters, in-between
+  POS trigrams, surrounding-POS 4-grams and their trigram back-offs.
+* ``"default"``: the McDonald templates over lower-cased forms, plus XPOS and lemma
+  variants, morphological features (FEATS) and 3-character suffixes of head and
+  modifier, wider context (POS at +-1 of both words with the word itself), and
+  direction/distance-only bias features.
+
+Every template fires twice: plain and conjoined with (direction, distance bucket
+1, 2, 3, 4, 5, 6-10, >10) — MSTParser's scheme.
+
+Feature-count cut-off (``cutoff=K``): only features that occur at least K times in the
+gold trees of the training data get weights (K = 0: every hashed feature may be
+updated). Implemented as a boolean mask over buckets consulted by the update kernels.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from numba import njit
+
+from arboreal.features.hashing import arc_ids, compile_templates
+
+ATTRS = ("word", "p5", "pos", "xpos", "lemma", "feats", "suf3", "long")
+ATTR_INDEX = {a: i for i, a in enumerate(ATTRS)}
+LONG = ATTR_INDEX["long"]
+# reserved codes
+PAD_LEFT, PAD_RIGHT, ROOT, UNK = 0, 1, 2, 3
+N_RESERVED = 4
+
+_UNI = ["h.W h.P", "h.W", "h.P", "m.W m.P", "m.W", "m.P"]
+_BI = ["h.W h.P m.W m.P", "h.P m.W m.P", "h.W m.W m.P", "h.W h.P m.P",
+       "h.W h.P m.W", "h.W m.W", "h.P m.P"]
+_CONTEXT = ["h.P b.P m.P",
+            "h.P h+1.P m-1.P m.P", "h-1.P h.P m-1.P m.P",
+            "h.P h+1.P m.P m+1.P", "h-1.P h.P m.P m+1.P",
+            "h.P m-1.P m.P", "h.P h+1.P m.P", "h-1.P h.P m.P", "h.P m.P m+1.P"]
+
+
+def _expand(templates: list[str], word: str, pos: str) -> list[str]:
+    return [t.replace("W", word).replace("P", pos) for t in templates]
+
+
+def mcdonald_templates() -> list[str]:
+    """McDonald et al. 2006, Table 1 (a, b, c) + 5-char prefix variants (Appendix C)."""
+    lex = _UNI + _BI
+    out = _expand(lex, "word", "pos")
+    out += [t for t in _expand(lex, "p5", "pos") if "p5" in t]
+    out += _expand(_CONTEXT, "word", "pos")
+    return out
+
+
+def default_templates() -> list[str]:
+    """McDonald's templates plus XPOS, lemma, FEATS, suffix and extra context templates."""
+    out = mcdonald_templates()
+    lex = _UNI + _BI
+    out += [t for t in _expand(lex, "lemma", "xpos") if "lemma" in t or "xpos" in t]
+    out += _expand(_CONTEXT, "word", "xpos")
+    out += [
+        # morphology and suffixes
+        "h.feats m.feats", "h.pos h.feats m.pos m.feats", "h.pos m.pos m.feats",
+        "h.pos h.feats m.pos", "h.suf3 m.suf3", "h.pos m.suf3", "h.suf3 m.pos",
+        "h.word m.pos m.suf3",
+        # words with context tags
+        "h.word h+1.pos m.pos", "h.word h-1.pos m.pos", "h.pos m.word m-1.pos",
+        "h.pos m.word m+1.pos", "h.word m.word m.pos h.pos",
+        "h-1.pos h.pos h+1.pos m.pos", "h.pos m-1.pos m.pos m+1.pos",
+        "h.lemma m.pos m+1.pos", "h.pos m.lemma h+1.pos",
+        # between words (coarse and fine)
+        # direction / distance only
+        "",
+    ]
+    return out
+
+
+TEMPLATE_SETS = {"mcdonald": mcdonald_templates, "default": default_templates}
+
+
+@dataclass
+class EncodedSentence:
+    """Token-level integer codes of one sentence, computed once.
+
+    codes: int32 (A, n+3); ``codes[a, p + 1]`` is attribute ``a`` (see ``ATTRS``) at
+    position p in -1..n+1 (p = -1, n+1: boundaries; p = 0: root).
+    """
+
+    codes: np.ndarray
+
+    @property
+    def n(self) -> int:
+        return self.codes.shape[1] - 3
+
+
+def _normalize_word(words: np.ndarray, lower: bool) -> np.ndarray:
+    if lower:
+        words = np.strings.lower(words)
+    return words
+
+
+_DIGIT_TABLE = str.maketrans("0123456789", "0000000000")
+
+
+class FeatureSet:
+    """Hashed first-order arc features (see the module docstring).
+
+    Args:
+        templates: ``"default"``, ``"mcdonald"`` or an explicit list of template
+            strings (syntax of :func:`arboreal.features.hashing.compile_templates`,
+            attributes ``ATTRS``).
+        bits: weight vector size is ``2**bits``.
+        cutoff: feature-count cut-off on the gold training trees (0 = none).
+        lowercase: lower-case forms before coding (default: True except "mcdonald").
+
+    Call :meth:`fit` on training sentences (builds the vocabularies and the cut-off
+    mask) before :meth:`encode`.
+    """
+
+    def __init__(self, templates: str | list[str] = "default", bits: int = 23,
+                 cutoff: int = 0, lowercase: bool | None = None):
+        if isinstance(templates, str):
+            if templates not in TEMPLATE_SETS:
+                raise ValueError(f"unknown feature set {templates!r}; choose from {sorted(TEMPLATE_SETS)}")
+            self.name = templates
+            self.templates = TEMPLATE_SETS[templates]()
+        else:
+            self.name = "custom"
+            self.templates = list(templates)
+        if not 10 <= bits <= 30:
+            raise ValueError("bits must lie in 10..30")
+        self.bits = int(bits)
+        self.cutoff = int(cutoff)
+        self.lowercase = (self.name != "mcdonald") if lowercase is None else bool(lowercase)
+        self.table = compile_templates(self.templates, ATTR_INDEX)
+        self.vocabs: dict[str, np.ndarray] = {}
+        self.allowed: np.ndarray | None = None  # bool (dim,) when cutoff > 0
+        n_loop = int((self.table[:, 2] >= 0).sum())
+        self._n_plain = len(self.templates) - n_loop
+        self._n_loop = n_loop
+
+    # ------------------------------------------------------------------ vocabularies
+    @property
+    def dim(self) -> int:
+        """Size of the weight vector (2**bits)."""
+        return 1 << self.bits
+
+    def _columns(self, sentences) -> dict[str, np.ndarray]:
+        """Corpus-wide string columns (words 1..n of every sentence), vectorized."""
+        def cat(name: str) -> np.ndarray:
+            parts = [getattr(s, name)[1:] for s in sentences]
+            if not parts:
+                return np.zeros(0, dtype=str)
+            return np.concatenate(parts).astype(str)
+
+        forms = cat("forms")
+        word = np.strings.lower(forms) if self.lowercase else forms
+        if self.lowercase:
+            word = np.strings.translate(word, _DIGIT_TABLE)
+        upos = cat("upos")
+        return {
+            "word": word,
+            "p5": word.astype("U5") if word.size else word,
+            "pos": upos,
+            "xpos": cat("xpos"),
+            "lemma": np.strings.lower(cat("lemmas")),
+            "feats": cat("feats"),
+            "suf3": np.strings.slice(word, -3, None) if word.size else word,
+        }
+
+    def fit(self, sentences) -> "FeatureSet":
+        """Build vocabularies (and the cut-off mask) from training sentences."""
+        cols = self._columns(sentences)
+        for name, col in cols.items():
+            self.vocabs[name] = np.unique(col)
+        if self.cutoff > 0:
+            counts = np.zeros(self.dim, dtype=np.int32)
+            encs = self.encode(sentences)
+            for enc, s in zip(encs, sentences):
+                _count_tree(enc.codes, self.table, s.heads.astype(np.int64), LONG,
+                            self.dim - 1, counts)
+            self.allowed = counts >= self.cutoff
+        return self
+
+    def encode(self, sentences) -> list[EncodedSentence]:
+        """Token codes of every sentence; vectorized over the corpus. O(words log V)."""
+        if not self.vocabs:
+            raise RuntimeError("FeatureSet.fit must be called before encode")
+        lengths = np.array([len(s) for s in sentences], dtype=np.int64)
+        cols = self._columns(sentences)
+        total = int(lengths.sum())
+        A = len(ATTRS)
+        flat = np.empty((A, total), dtype=np.int32)
+        for name, col in cols.items():
+            vocab = self.vocabs[name]
+            if vocab.size == 0 or col.size == 0:
+                flat[ATTR_INDEX[name]] = UNK
+                continue
+            idx = np.searchsorted(vocab, col)
+            idx = np.minimum(idx, vocab.size - 1)
+            found = vocab[idx] == col
+            flat[ATTR_INDEX[name]] = np.where(found, idx + N_RESERVED, UNK)
+        if total:
+            raw_len = np.strings.str_len(cols["word"])
+            flat[LONG] = (raw_len > 5).astype(np.int32)
+        out: list[EncodedSentence] = []
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        for i, n in enumerate(lengths.tolist()):
+            codes = np.empty((A, n + 3), dtype=np.int32)
+            codes[:, 0] = PAD_LEFT
+            codes[:, 1] = ROOT
+            codes[:, 2:n + 2] = flat[:, offsets[i]:offsets[i + 1]]
+            codes[:, n + 2] = PAD_RIGHT
+            codes[LONG, 0] = codes[LONG, 1] = codes[LONG, n + 2] = 0
+            out.append(EncodedSentence(codes))
+        return out
+
+    # ------------------------------------------------------------------ kernels
+    def _mask_arg(self) -> np.ndarray:
+        return self.allowed if self.allowed is not None else _EMPTY_BOOL
+
+    def arc_scores(self, enc: EncodedSentence, weights: np.ndarray) -> np.ndarray:
+        """(n+1, n+1) float64 arc scores ``w . f(h, m)``; column 0 and diagonal are 0.
+
+        O(n^2 T + n^3 T_between) gathers from ``weights`` (shape (dim,), any float dtype).
+        """
+        return _arc_scores(enc.codes, self.table, weights, LONG, self.dim - 1)
+
+    def accumulate(self, enc: EncodedSentence, coef: np.ndarray, out: np.ndarray,
+                   scale: float = 1.0) -> None:
+        """``out[f] += scale * coef[h, m]`` for every feature f of every arc with coef != 0.
+
+        coef: (n+1, n+1); out: (dim,) float array, updated in place. Buckets masked by
+        the cut-off are skipped. Cost O(nnz(coef) * T (+ n T_between)).
+        """
+        _accumulate(enc.codes, self.table, np.ascontiguousarray(coef, dtype=np.float64), out,
+                    float(scale), LONG, self.dim - 1, self._mask_arg())
+
+    def accumulate_tree(self, enc: EncodedSentence, heads: np.ndarray, out: np.ndarray,
+                        scale: float = 1.0) -> None:
+        """``out[f] += scale`` for every feature f of every arc (heads[m], m), m = 1..n."""
+        n = enc.n
+        heads = np.asarray(heads, dtype=np.int64)
+        coef = np.zeros((n + 1, n + 1))
+        coef[heads[1:], np.arange(1, n + 1)] = 1.0
+        self.accumulate(enc, coef, out, scale)
+
+    def arc_features(self, enc: EncodedSentence, hs: np.ndarray, ms: np.ndarray
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """Explicit feature ids of arcs (hs[i], ms[i]) in CSR layout ``(offsets, ids)``.
+
+        offsets (len(hs)+1,) int64, ids int64; ids of arc i are ``ids[offsets[i]:offsets[i+1]]``
+        (duplicates possible: in-between templates fire once per word between).
+        Buckets masked by the cut-off are dropped.
+        """
+        return _arc_features(enc.codes, self.table, np.asarray(hs, dtype=np.int64),
+                             np.asarray(ms, dtype=np.int64), LONG, self.dim - 1,
+                             self._mask_arg())
+
+    # ------------------------------------------------------------------ persistence
+    def config(self) -> dict:
+        """JSON-able description (vocabularies and mask are saved separately as arrays)."""
+        return {"name": self.name, "templates": self.templates, "bits": self.bits,
+                "cutoff": self.cutoff, "lowercase": self.lowercase}
+
+    @classmethod
+    def from_config(cls, cfg: dict, vocabs: dict[str, np.ndarray],
+                    allowed: np.ndarray | None) -> "FeatureSet":
+        fs = cls(templates=cfg["templates"], bits=cfg["bits"], cutoff=cfg["cutoff"],
+                 lowercase=cfg["lowercase"])
+        fs.name = cfg["name"]
+        fs.vocabs = dict(vocabs)
+        fs.allowed = allowed
+        return fs
+
+
+_EMPTY_BOOL = np.zeros(0, dtype=np.bool_)
+_EMPTY_HEADS = np.zeros(0, dtype=np.int64)
+
+
+def _buf_size(table: np.ndarray, n: int) -> int:
+    n_loop = int((table[:, 2] >= 0).sum())
+    return 2 * (table.shape[0] + n_loop * (n + 2))
+
+
+@njit(cache=True)
+def _n_buf(table, n):
+    n_loop = 0
+    for t in range(table.shape[0]):
+        if table[t, 2] >= 0:
+            n_loop += 1
+    return 2 * (table.shape[0] + n_loop * (n + 2))
+
+
+@njit(cache=True)
+def _arc_scores(codes, table, w, long_attr, mask):
+    n = codes.shape[1] - 3
+    out = np.zeros((n + 1, n + 1))
+    buf = np.empty(_n_buf(table, n), dtype=np.int64)
+    for h in range(n + 1):
+        for m in range(1, n + 1):
+            if h == m:
+                continue
+            k = arc_ids(codes, table, h, m, _EMPTY_HEADS, long_attr, mask, buf)
+            s = 0.0
+            for i in range(k):
+                s += w[buf[i]]
+            out[h, m] = s
+    return out
+
+
+@njit(cache=True)
+def _accumulate(codes, table, coef, out, scale, long_attr, mask, allowed):
+    n = codes.shape[1] - 3
+    buf = np.empty(_n_buf(table, n), dtype=np.int64)
+    use_mask = allowed.shape[0] > 0
+    for h in range(n + 1):
+        for m in range(1, n + 1):
+            c = coef[h, m]
+            if c == 0.0 or h == m:
+                continue
+            k = arc_ids(codes, table, h, m, _EMPTY_HEADS, long_attr, mask, buf)
+            v = scale * c
+            for i in range(k):
+                f = buf[i]
+                if use_mask and not allowed[f]:
+                    continue
+                out[f] += v
+
+
+@njit(cache=True)
+def _arc_features(codes, table, hs, ms, long_attr, mask, allowed):
+    n = codes.shape[1] - 3
+    buf = np.empty(_n_buf(table, n), dtype=np.int64)
+    use_mask = allowed.shape[0] > 0
+    offsets = np.zeros(hs.shape[0] + 1, dtype=np.int64)
+    cap = max(16, hs.shape[0] * buf.shape[0] // 2)
+    ids = np.empty(cap, dtype=np.int64)
+    pos = 0
+    for i in range(hs.shape[0]):
+        k = arc_ids(codes, table, hs[i], ms[i], _EMPTY_HEADS, long_attr, mask, buf)
+        if pos + k > ids.shape[0]:
+            new = np.empty(max(2 * ids.shape[0], pos + k), dtype=np.int64)
+            new[:pos] = ids[:pos]
+            ids = new
+        for j in range(k):
+            f = buf[j]
+            if use_mask and not allowed[f]:
+                continue
+            ids[pos] = f
+            pos += 1
+        offsets[i + 1] = pos
+    return offsets, ids[:pos].copy()
+
+
+@njit(cache=True)
+def _count_tree(codes, table, heads, long_attr, mask, counts):
+    n = codes.shape[1] - 3
+    buf = np.empty(_n_buf(table, n), dtype=np.int64)
+    for m in range(1, n + 1):
+        h = heads[m]
+        if h < 0:
+            continue
+        k = arc_ids(codes, table, h, m, _EMPTY_HEADS, long_attr, mask, buf)
+        for i in range(k):
+            counts[buf[i]] += 1

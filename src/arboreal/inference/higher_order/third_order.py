@@ -1,0 +1,437 @@
+"""Third-order parsers of Koo & Collins (2010): Model 1 and Model 2, O(n^4) time, O(n^3) space.
+
+Spans carry the head's head g (outside the span; a placeholder 0 for the root's
+spans, which score no grand parts):
+
+* ``C[g, h, e]`` complete g-span, ``I[g, h, m]`` incomplete g-span (arc h -> m);
+* ``S[h, a, b]`` (a < b) sibling g-span: a's and b's facing complete spans, both
+  with head h, split at the best r;
+* Model 2 only: ``IS[h, x, b]`` incomplete s-span: arc h -> b whose next inner
+  sibling is x (x = h: b is h's closest child on that side), no g index.
+
+Model 1 (``grand_sibling_decode``; parts arc, sib, grand, gsib — every grandchild
+and every grand-sibling; with ``gsib=None`` it is the second-order siblings +
+grandparents model)::
+
+    I[g, h, b] = arc[h,b] + grand[g,h,b] + max( C[h, b, h+d] + sib[h,h,b] + gsib[g,h,h,b],
+                       max_x I[g, h, x] + S[h, x, b] + sib[h,x,b] + gsib[g,h,x,b] )
+    C[g, h, e] = max_m I[g, h, m] + C[h, m, e]
+
+Model 2 (``tri_sibling_decode``; parts arc, sib, trisib for every head, and grand +
+gsib only for the *outermost* child of each head on each side, which is what an
+O(n^3)-space program can see)::
+
+    IS[h, h, b] = arc[h,b] + sib[h,h,b] + C[h, b, h+d]
+    IS[h, x, b] = arc[h,b] + sib[h,x,b] + S[h, x, b] + max_t IS[h, t, x] + trisib[h,t,x,b]
+    I[g, h, b]  = grand[g,h,b] + max_x IS[h, x, b] + gsib[g,h,x,b]
+    C[g, h, e]  = max_m I[g, h, m] + C[h, m, e]
+
+Pruned arcs are skipped everywhere (as arcs and as grandparent arcs).
+"""
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from arboreal.inference.higher_order.parts import PartIndex, check_arc, dense_sizes, flat
+
+NEG = -np.inf
+
+
+@njit(cache=True)
+def _sibling_spans(w, n, single_root, slot, C, S, bS):
+    """S[h, a, b] for b - a = w (needs complete spans narrower than w)."""
+    N = n + 1
+    for a in range(1, N - w):
+        b = a + w
+        for h in range(N):
+            if a <= h <= b or (single_root and h == 0):
+                continue
+            if slot[h, a] < 0 or slot[h, b] < 0:
+                continue
+            best = NEG
+            arg = -1
+            for r in range(a, b):
+                v = C[h, a, r] + C[h, b, r + 1]
+                if v > best:
+                    best = v
+                    arg = r
+            S[h, a, b] = best
+            bS[h, a, b] = arg
+
+
+@njit(cache=True)
+def _complete_spans(w, n, single_root, arcid, C, I, bC):
+    """C[g, h, e] for |e - h| = w (needs incomplete spans up to width w)."""
+    N = n + 1
+    for h in range(N):
+        if single_root and h == 0:
+            continue
+        for side in range(2):
+            d = 1 if side == 0 else -1
+            e = h + d * w
+            if e < 1 or e > n:
+                continue
+            lo = min(h, e)
+            hi = max(h, e)
+            for g in range(N):
+                if h == 0:
+                    if g > 0:
+                        break
+                elif lo <= g <= hi or arcid[g, h] < 0:
+                    continue
+                best = NEG
+                arg = -1
+                for m in range(h + d, e + d, d):
+                    v = I[g, h, m]
+                    if v == NEG:
+                        continue
+                    v += C[h, m, e]
+                    if v > best:
+                        best = v
+                        arg = m
+                C[g, h, e] = best
+                bC[g, h, e] = arg
+
+
+@njit(cache=True)
+def _root_choice(arc, slot, width, sib_off, sib, use_sib, C, single_root):
+    """(best score, root child) of the whole sentence; child -1 for multi-root."""
+    n = arc.shape[0] - 1
+    if not single_root:
+        return C[0, 0, n], -1
+    best = NEG
+    arg = -1
+    for m in range(1, n + 1):
+        sm = slot[0, m]
+        if sm < 0:
+            continue
+        v = arc[0, m] + C[0, m, 1] + C[0, m, n]
+        if use_sib:
+            v += sib[sib_off[0] + slot[0, 0] * width[0] + sm]
+        if v > best:
+            best = v
+            arg = m
+    return best, arg
+
+
+@njit(cache=True)
+def _model1(arc, slot, width, arcid, sib_off, grand_off, gsib_off, sib, grand, gsib,
+            use_sib, use_grand, use_gsib, single_root):
+    n = arc.shape[0] - 1
+    N = n + 1
+    C = np.full((N, N, N), NEG)
+    I = np.full((N, N, N), NEG)
+    S = np.full((N, N, N), NEG)
+    bC = np.full((N, N, N), -1, dtype=np.int32)
+    bI = np.full((N, N, N), -1, dtype=np.int32)
+    bS = np.full((N, N, N), -1, dtype=np.int32)
+    for g in range(N):
+        for h in range(N):
+            C[g, h, h] = 0.0
+    inner = np.empty(N)   # S[h, x, b] + sib[h, x, b] for the current (h, b)
+    for w in range(1, n + 1):
+        _sibling_spans(w, n, single_root, slot, C, S, bS)
+        for h in range(N):
+            if single_root and h == 0:
+                continue
+            W = width[h]
+            s0 = slot[h, h]
+            for side in range(2):
+                d = 1 if side == 0 else -1
+                b = h + d * w
+                if b < 1 or b > n:
+                    continue
+                sb = slot[h, b]
+                if sb < 0:
+                    continue
+                lo = min(h, b)
+                hi = max(h, b)
+                first = C[h, b, h + d]
+                if use_sib:
+                    first += sib[sib_off[h] + s0 * W + sb]
+                for x in range(h + d, b, d):
+                    sx = slot[h, x]
+                    if sx < 0:
+                        inner[x] = NEG
+                        continue
+                    v = S[h, x, b] if d == 1 else S[h, b, x]
+                    if use_sib:
+                        v += sib[sib_off[h] + sx * W + sb]
+                    inner[x] = v
+                for g in range(N):
+                    a = -1
+                    if h == 0:
+                        if g > 0:
+                            break
+                    else:
+                        if lo <= g <= hi:
+                            continue
+                        a = arcid[g, h]
+                        if a < 0:
+                            continue
+                    gs = use_gsib and a >= 0
+                    best = first
+                    if gs:
+                        best += gsib[gsib_off[a] + s0 * W + sb]
+                    arg = h
+                    for x in range(h + d, b, d):
+                        v = I[g, h, x]
+                        if v == NEG or inner[x] == NEG:
+                            continue
+                        v += inner[x]
+                        if gs:
+                            v += gsib[gsib_off[a] + slot[h, x] * W + sb]
+                        if v > best:
+                            best = v
+                            arg = x
+                    best += arc[h, b]
+                    if use_grand and a >= 0:
+                        best += grand[grand_off[a] + sb]
+                    I[g, h, b] = best
+                    bI[g, h, b] = arg
+        _complete_spans(w, n, single_root, arcid, C, I, bC)
+
+    best, root = _root_choice(arc, slot, width, sib_off, sib, use_sib, C, single_root)
+    heads = np.full(N, -1, dtype=np.int64)
+    if best == NEG:
+        return heads, best
+    stack = np.zeros((8 * N + 8, 4), dtype=np.int64)   # (kind, g|h, h|a, e|b): 0 C, 1 I, 2 S
+    top = 0
+    if single_root:
+        heads[root] = 0
+        stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3] = 0, 0, root, 1
+        stack[1, 0], stack[1, 1], stack[1, 2], stack[1, 3] = 0, 0, root, n
+        top = 2
+    else:
+        stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3] = 0, 0, 0, n
+        top = 1
+    while top > 0:
+        top -= 1
+        kind, p, q, r = stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3]
+        if kind == 0:          # C[g=p, h=q, e=r]
+            if q == r:
+                continue
+            m = bC[p, q, r]
+            stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 1, p, q, m
+            stack[top + 1, 0], stack[top + 1, 1], stack[top + 1, 2], stack[top + 1, 3] = 0, q, m, r
+            top += 2
+        elif kind == 1:        # I[g=p, h=q, b=r]
+            heads[r] = q
+            x = bI[p, q, r]
+            d = 1 if r > q else -1
+            if x == q:
+                stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 0, q, r, q + d
+                top += 1
+            else:
+                stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 1, p, q, x
+                stack[top + 1, 0], stack[top + 1, 1] = 2, q
+                stack[top + 1, 2], stack[top + 1, 3] = min(x, r), max(x, r)
+                top += 2
+        else:                  # S[h=p, a=q, b=r]
+            s = bS[p, q, r]
+            stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 0, p, q, s
+            stack[top + 1, 0], stack[top + 1, 1], stack[top + 1, 2], stack[top + 1, 3] = 0, p, r, s + 1
+            top += 2
+    return heads, best
+
+
+@njit(cache=True)
+def _model2(arc, slot, width, arcid, sib_off, grand_off, gsib_off, tri_off, sib, grand, gsib,
+            tri, use_sib, use_grand, use_gsib, use_tri, single_root):
+    n = arc.shape[0] - 1
+    N = n + 1
+    C = np.full((N, N, N), NEG)
+    I = np.full((N, N, N), NEG)
+    S = np.full((N, N, N), NEG)
+    IS = np.full((N, N, N), NEG)
+    bC = np.full((N, N, N), -1, dtype=np.int32)
+    bI = np.full((N, N, N), -1, dtype=np.int32)
+    bS = np.full((N, N, N), -1, dtype=np.int32)
+    bIS = np.full((N, N, N), -1, dtype=np.int32)
+    for g in range(N):
+        for h in range(N):
+            C[g, h, h] = 0.0
+    for w in range(1, n + 1):
+        _sibling_spans(w, n, single_root, slot, C, S, bS)
+        for h in range(N):
+            if single_root and h == 0:
+                continue
+            W = width[h]
+            s0 = slot[h, h]
+            for side in range(2):
+                d = 1 if side == 0 else -1
+                b = h + d * w
+                if b < 1 or b > n:
+                    continue
+                sb = slot[h, b]
+                if sb < 0:
+                    continue
+                lo = min(h, b)
+                hi = max(h, b)
+                # incomplete s-spans IS[h, x, b]
+                v = C[h, b, h + d] + arc[h, b]
+                if use_sib:
+                    v += sib[sib_off[h] + s0 * W + sb]
+                IS[h, h, b] = v
+                for x in range(h + d, b, d):
+                    sx = slot[h, x]
+                    if sx < 0:
+                        continue
+                    sxb = S[h, x, b] if d == 1 else S[h, b, x]
+                    if sxb == NEG:
+                        continue
+                    best = NEG
+                    arg = -1
+                    t = h
+                    while t != x:
+                        st = slot[h, t]
+                        if st >= 0:
+                            v = IS[h, t, x]
+                            if v != NEG:
+                                if use_tri:
+                                    v += tri[tri_off[h] + (st * W + sx) * W + sb]
+                                if v > best:
+                                    best = v
+                                    arg = t
+                        t += d
+                    if best == NEG:
+                        continue
+                    best += sxb + arc[h, b]
+                    if use_sib:
+                        best += sib[sib_off[h] + sx * W + sb]
+                    IS[h, x, b] = best
+                    bIS[h, x, b] = arg
+                # incomplete g-spans I[g, h, b]
+                for g in range(N):
+                    a = -1
+                    if h == 0:
+                        if g > 0:
+                            break
+                    else:
+                        if lo <= g <= hi:
+                            continue
+                        a = arcid[g, h]
+                        if a < 0:
+                            continue
+                    gs = use_gsib and a >= 0
+                    best = NEG
+                    arg = -1
+                    x = h
+                    while x != b:
+                        v = IS[h, x, b]
+                        if v != NEG:
+                            if gs:
+                                v += gsib[gsib_off[a] + slot[h, x] * W + sb]
+                            if v > best:
+                                best = v
+                                arg = x
+                        x += d
+                    if use_grand and a >= 0:
+                        best += grand[grand_off[a] + sb]
+                    I[g, h, b] = best
+                    bI[g, h, b] = arg
+        _complete_spans(w, n, single_root, arcid, C, I, bC)
+
+    best, root = _root_choice(arc, slot, width, sib_off, sib, use_sib, C, single_root)
+    heads = np.full(N, -1, dtype=np.int64)
+    if best == NEG:
+        return heads, best
+    stack = np.zeros((8 * N + 8, 4), dtype=np.int64)   # kinds: 0 C, 1 I, 2 IS, 3 S
+    top = 0
+    if single_root:
+        heads[root] = 0
+        stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3] = 0, 0, root, 1
+        stack[1, 0], stack[1, 1], stack[1, 2], stack[1, 3] = 0, 0, root, n
+        top = 2
+    else:
+        stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3] = 0, 0, 0, n
+        top = 1
+    while top > 0:
+        top -= 1
+        kind, p, q, r = stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3]
+        if kind == 0:          # C[g=p, h=q, e=r]
+            if q == r:
+                continue
+            m = bC[p, q, r]
+            stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 1, p, q, m
+            stack[top + 1, 0], stack[top + 1, 1], stack[top + 1, 2], stack[top + 1, 3] = 0, q, m, r
+            top += 2
+        elif kind == 1:        # I[g=p, h=q, b=r]
+            stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 2, q, bI[p, q, r], r
+            top += 1
+        elif kind == 2:        # IS[h=p, x=q, b=r]
+            heads[r] = p
+            d = 1 if r > p else -1
+            if q == p:
+                stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 0, p, r, p + d
+                top += 1
+            else:
+                stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 2, p, bIS[p, q, r], q
+                stack[top + 1, 0], stack[top + 1, 1] = 3, p
+                stack[top + 1, 2], stack[top + 1, 3] = min(q, r), max(q, r)
+                top += 2
+        else:                  # S[h=p, a=q, b=r]
+            s = bS[p, q, r]
+            stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 0, p, q, s
+            stack[top + 1, 0], stack[top + 1, 1], stack[top + 1, 2], stack[top + 1, 3] = 0, p, r, s + 1
+            top += 2
+    return heads, best
+
+
+def grand_sibling_decode(arc: np.ndarray, sib: np.ndarray | None = None,
+                         grand: np.ndarray | None = None, gsib: np.ndarray | None = None, *,
+                         single_root: bool = True, allowed: np.ndarray | None = None,
+                         index: PartIndex | None = None) -> np.ndarray:
+    """Best projective tree under arc + sib + grand + gsib scores (Koo & Collins Model 1).
+
+    Dense shapes: arc (n+1, n+1), sib (n+1,)*3 ``sib[h, a, b]``, grand (n+1,)*3
+    ``grand[g, h, m]``, gsib (n+1,)*4 ``gsib[g, h, a, b]``; any of the last three may
+    be None (not scored). With ``index=`` they are the flat compact arrays of that
+    :class:`PartIndex`. ``allowed`` (n+1, n+1) bool prunes arcs (dense form only).
+    Returns heads (n+1,) int64. O(n^4) time (about O(K^2 n^2) with K kept heads
+    per word), O(n^3) space.
+    """
+    arc = check_arc(arc)
+    n = arc.shape[0] - 1
+    if index is None:
+        dense_sizes(n, arc, sib=sib, grand=grand, gsib=gsib)
+        index = PartIndex.dense(n, allowed)
+    s, us = flat(sib, index.n_sib, "sib")
+    g, ug = flat(grand, index.n_grand, "grand")
+    gs, ugs = flat(gsib, index.n_gsib, "gsib")
+    heads, best = _model1(arc, index.slot, index.width, index.arcid, index.sib_off,
+                          index.grand_off, index.gsib_off, s, g, gs, us, ug, ugs, single_root)
+    if n > 0 and best == NEG:
+        raise ValueError("no projective tree uses only the allowed arcs")
+    return heads
+
+
+def tri_sibling_decode(arc: np.ndarray, sib: np.ndarray | None = None,
+                       trisib: np.ndarray | None = None, grand: np.ndarray | None = None,
+                       gsib: np.ndarray | None = None, *, single_root: bool = True,
+                       allowed: np.ndarray | None = None, index: PartIndex | None = None
+                       ) -> np.ndarray:
+    """Best projective tree under Koo & Collins's Model 2 factorization.
+
+    Scores arc, sib and trisib (``trisib[h, a, b, c]``, dense (n+1,)*4) parts of
+    every head, and grand / gsib parts only of each head's outermost child on each
+    side (see the module docstring). Shapes and ``index=`` / ``allowed`` as in
+    :func:`grand_sibling_decode`. Returns heads (n+1,) int64. O(n^4) time,
+    O(n^3) space.
+    """
+    arc = check_arc(arc)
+    n = arc.shape[0] - 1
+    if index is None:
+        dense_sizes(n, arc, sib=sib, grand=grand, gsib=gsib, trisib=trisib)
+        index = PartIndex.dense(n, allowed)
+    s, us = flat(sib, index.n_sib, "sib")
+    g, ug = flat(grand, index.n_grand, "grand")
+    gs, ugs = flat(gsib, index.n_gsib, "gsib")
+    t, ut = flat(trisib, index.n_tri, "trisib")
+    heads, best = _model2(arc, index.slot, index.width, index.arcid, index.sib_off,
+                          index.grand_off, index.gsib_off, index.tri_off, s, g, gs, t,
+                          us, ug, ugs, ut, single_root)
+    if n > 0 and best == NEG:
+        raise ValueError("no projective tree uses only the allowed arcs")
+    return heads

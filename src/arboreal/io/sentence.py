@@ -27,7 +27,13 @@ class Sentence:
     extra: CoNLL-U lines that are not syntactic words (multiword-token ranges
         ``3-4`` and empty nodes ``8.1``), each as ``(k, line)``: the line stands
         right after syntactic word ``k`` (k = 0: before the first word).
-    ids: the ID column of the syntactic words as written (for byte-exact output).
+    line: 1-based line in the source file where the sentence starts (its first
+        comment or word line); None for sentences not read from a file.
+
+    The ID column is not stored: word IDs are always 1..n (the reader checks
+    this), so the writer regenerates them byte for byte. Arrays read from one
+    file are slices (views) of corpus-level arrays; ``with_tree`` copies what
+    it replaces.
     """
 
     forms: np.ndarray
@@ -41,10 +47,59 @@ class Sentence:
     misc: np.ndarray
     comments: list[str] = field(default_factory=list)
     extra: list[tuple[int, str]] = field(default_factory=list)
+    line: int | None = None
 
     def __len__(self) -> int:
         """Number of syntactic words n (the root is not counted)."""
         return len(self.forms) - 1
+
+    @property
+    def sent_id(self) -> str | None:
+        """The value of the ``# sent_id = ...`` comment, or None."""
+        for c in self.comments:
+            if c.startswith("# sent_id"):
+                key, sep, value = c[1:].partition("=")
+                if sep and key.strip() == "sent_id":
+                    return value.strip()
+        return None
+
+    @classmethod
+    def from_columns(
+        cls,
+        forms,
+        heads=None,
+        deprels=None,
+        *,
+        lemmas=None,
+        upos=None,
+        xpos=None,
+        feats=None,
+        deps=None,
+        misc=None,
+        comments: list[str] | None = None,
+    ) -> "Sentence":
+        """Build a sentence from per-word columns of length n (no root entry).
+
+        Missing string columns become ``"_"``; missing heads become -1
+        (unknown). The root entry (index 0) is added: ``ROOT_TOKEN`` in the
+        string columns, -1 in ``heads``.
+        """
+        n = len(forms)
+
+        def col(values):
+            arr = np.empty(n + 1, dtype=object)
+            arr[0] = ROOT_TOKEN
+            arr[1:] = "_" if values is None else [str(v) for v in values]
+            return arr
+
+        h = np.full(n + 1, -1, dtype=np.int32)
+        if heads is not None:
+            h[1:] = np.asarray(heads, dtype=np.int64)
+        return cls(
+            forms=col(forms), lemmas=col(lemmas), upos=col(upos), xpos=col(xpos),
+            feats=col(feats), heads=h, deprels=col(deprels), deps=col(deps), misc=col(misc),
+            comments=list(comments or []),
+        )
 
     @property
     def has_heads(self) -> bool:

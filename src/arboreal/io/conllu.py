@@ -1,0 +1,703 @@
+"""Reading and writing CoNLL-U and CoNLL-X treebanks.
+
+Both formats share one layout: one word per line, 10 tab-separated columns,
+sentences separated by a blank line. The columns land in :class:`Sentence`
+arrays as follows (CoNLL-X names in brackets)::
+
+    1 ID              -> position in the arrays (must be 1..n in order)
+    2 FORM            -> forms
+    3 LEMMA           -> lemmas
+    4 UPOS  [CPOSTAG] -> upos
+    5 XPOS  [POSTAG]  -> xpos
+    6 FEATS           -> feats
+    7 HEAD            -> heads (int32; "_" -> -1 with allow_missing_heads)
+    8 DEPREL          -> deprels
+    9 DEPS  [PHEAD]   -> deps
+   10 MISC  [PDEPREL] -> misc
+
+CoNLL-U extras are kept and written back unchanged: comment lines
+(``Sentence.comments``), multiword-token ranges (``3-4``) and empty nodes
+(``8.1``) (``Sentence.extra``, not syntactic words). The default
+``format="conllu"`` also reads CoNLL-X files (same columns); ``format="conllx"``
+is stricter and rejects the CoNLL-U-only lines (comments, ranges, empty nodes).
+
+Round trip: ``write_conllu(read_conllu(f))`` reproduces ``f`` byte for byte when
+``f`` is laid out canonically: UTF-8 without byte-order mark, LF line ends,
+every sentence (including the last) followed by exactly one blank line, HEAD
+without leading zeros. Otherwise the output is the canonical form of the same
+content (CRLF read as LF, a missing final blank line added, runs of blank lines
+collapsed, a leading BOM dropped).
+
+Validation: every problem is reported as a :class:`~arboreal.errors.FormatError`
+naming the file, the 1-based line and the problem. Structural problems (UTF-8,
+column count, IDs, HEAD syntax and range, multiword ranges, misplaced comments)
+are checked first over the whole file and the earliest is reported; then tree
+problems (word that is its own head, no word attached to the root, head cycle)
+in one compiled pass over the whole corpus, reporting the earliest sentence.
+
+Speed: the file is decoded once; one compiled pass over the bytes classifies
+lines and parses ID and HEAD; the string columns are split in bulk and every
+sentence's arrays are slices (views) of corpus-level arrays, so there is no
+Python loop over words.
+"""
+from __future__ import annotations
+
+import io
+import os
+import re
+import sys
+import tempfile
+from collections.abc import Iterable, Iterator
+from operator import attrgetter
+from pathlib import Path
+from typing import IO, Union
+
+import numpy as np
+from numba import njit
+
+from arboreal.errors import FormatError
+from arboreal.io.sentence import ROOT_TOKEN, Sentence
+
+PathOrFile = Union[str, os.PathLike, IO[str], IO[bytes]]
+
+#: Sentence attributes of the string columns 2-6 and 8-10, in file order
+STRING_COLUMNS = ("forms", "lemmas", "upos", "xpos", "feats", "deprels", "deps", "misc")
+_COLUMN_OF_FIELD = (None, "forms", "lemmas", "upos", "xpos", "feats", None, "deprels", "deps", "misc")
+_ROOT_LINE = "\t".join(["0"] + [ROOT_TOKEN] * 5 + ["-1"] + [ROOT_TOKEN] * 3)
+
+# line kinds found by the byte scanner
+_BLANK, _COMMENT, _WORD, _RANGE, _EMPTY, _BADID = 0, 1, 2, 3, 4, 5
+# HEAD codes besides values >= 0
+_HEAD_MISSING, _HEAD_BAD, _HEAD_NONE = -2, -3, -4
+_MAX_DIGITS = 9
+
+_CHUNK_BYTES = 8 << 20
+
+
+# ----------------------------------------------------------------------------
+# compiled kernels
+
+
+@njit(cache=True)
+def _parse_uint(buf, a, b):
+    """Value of buf[a:b] as a canonical decimal integer, or -1 if it is not one."""
+    if b <= a or b - a > _MAX_DIGITS:
+        return -1
+    if buf[a] == 48 and b - a > 1:  # leading zero
+        return -1
+    v = 0
+    for i in range(a, b):
+        c = buf[i]
+        if c < 48 or c > 57:
+            return -1
+        v = v * 10 + (c - 48)
+    return v
+
+
+@njit(cache=True)
+def _scan_lines(buf, starts, ends, kind, tabs, id1, id2, head):
+    """Classify every line and parse its ID and HEAD fields. O(bytes).
+
+    kind: _BLANK/_COMMENT/_WORD/_RANGE/_EMPTY/_BADID; tabs: number of tabs;
+    id1/id2: word ID, or range start/end, or empty node major/minor;
+    head: HEAD value >= 0, _HEAD_MISSING for "_", _HEAD_BAD otherwise,
+    _HEAD_NONE when the line has fewer than 7 fields.
+    """
+    for i in range(len(starts)):
+        a = starts[i]
+        b = ends[i]
+        id1[i] = -1
+        id2[i] = -1
+        head[i] = _HEAD_NONE
+        if a == b:
+            kind[i] = _BLANK
+            tabs[i] = 0
+            continue
+        if buf[a] == 35:  # '#'
+            kind[i] = _COMMENT
+            tabs[i] = 0
+            continue
+        # field boundaries: ID = [a, e0), HEAD = [h0, h1)
+        ntab = 0
+        e0 = b
+        h0 = -1
+        h1 = b
+        for j in range(a, b):
+            if buf[j] == 9:
+                ntab += 1
+                if ntab == 1:
+                    e0 = j
+                elif ntab == 6:
+                    h0 = j + 1
+                elif ntab == 7:
+                    h1 = j
+        tabs[i] = ntab
+        # ID
+        sep = -1
+        for j in range(a, e0):
+            c = buf[j]
+            if c == 45 or c == 46:  # '-' or '.'
+                sep = j
+                break
+        if sep < 0:
+            v = _parse_uint(buf, a, e0)
+            if v >= 1:
+                kind[i] = _WORD
+                id1[i] = v
+            else:
+                kind[i] = _BADID
+        else:
+            v1 = _parse_uint(buf, a, sep)
+            v2 = _parse_uint(buf, sep + 1, e0)
+            if buf[sep] == 45 and v1 >= 1 and v2 >= 1:
+                kind[i] = _RANGE
+            elif buf[sep] == 46 and v1 >= 0 and v2 >= 1:
+                kind[i] = _EMPTY
+            else:
+                kind[i] = _BADID
+            id1[i] = v1
+            id2[i] = v2
+        # HEAD
+        if h0 >= 0:
+            if h1 - h0 == 1 and buf[h0] == 95:  # '_'
+                head[i] = _HEAD_MISSING
+            else:
+                v = _parse_uint(buf, h0, h1)
+                head[i] = v if v >= 0 else _HEAD_BAD
+
+
+@njit(cache=True)
+def _check_trees(heads, starts):
+    """First tree error of a corpus. O(total words).
+
+    ``heads``: concatenated heads of all sentences, each sentence starting with
+    its root entry (-1); sentence s occupies heads[starts[s]:starts[s+1]].
+    Heads of -1 (unknown) are skipped; the root check applies only to
+    sentences whose heads are all known.
+
+    Returns (code, s, m, h): code 0 no error, 1 HEAD out of range, 2 self-head,
+    3 no word attached to the root, 4 cycle through word m.
+    """
+    state = np.zeros(len(heads), np.int8)  # 0 new, 1 on current path, 2 done
+    for s in range(len(starts) - 1):
+        a = starts[s]
+        n = starts[s + 1] - a - 1
+        nroot = 0
+        complete = True
+        for m in range(1, n + 1):
+            h = heads[a + m]
+            if h < 0:
+                complete = False
+            elif h > n:
+                return 1, s, m, h
+            elif h == m:
+                return 2, s, m, h
+            elif h == 0:
+                nroot += 1
+        if complete and nroot == 0:
+            return 3, s, 1, 0
+        for m in range(1, n + 1):
+            if state[a + m] != 0:
+                continue
+            x = m
+            while x > 0 and state[a + x] == 0:
+                state[a + x] = 1
+                x = heads[a + x]
+            if x > 0 and state[a + x] == 1:
+                return 4, s, x, 0
+            y = m
+            while y > 0 and state[a + y] == 1:
+                state[a + y] = 2
+                y = heads[a + y]
+    return 0, -1, -1, 0
+
+
+# ----------------------------------------------------------------------------
+# parsing
+
+
+def _decode(data: bytes, path: str, first_line: int) -> str:
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = first_line + data.count(b"\n", 0, exc.start)
+        column = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        byte = data[exc.start : exc.start + 1].hex()
+        raise FormatError(path, line, f"invalid UTF-8 (byte 0x{byte} at byte {column} of the line)") from None
+
+
+def _field(line: str, k: int) -> str:
+    parts = line.split("\t")
+    return parts[k] if k < len(parts) else ""
+
+
+def _parse_chunk(
+    data: bytes,
+    path: str,
+    first_line: int,
+    allow_missing_heads: bool,
+    fmt: str,
+) -> list[Sentence]:
+    """Parse ``data`` (whole sentences) whose first line is line ``first_line``."""
+    if data.startswith(b"\xef\xbb\xbf") and first_line == 1:
+        data = data[3:]
+    if b"\r" in data:
+        data = data.replace(b"\r\n", b"\n")
+    text = _decode(data, path, first_line)
+    buf = np.frombuffer(data, dtype=np.uint8)
+    nl = np.flatnonzero(buf == 10)
+    starts = np.empty(len(nl) + 1, np.int64)
+    starts[0] = 0
+    starts[1:] = nl + 1
+    ends = np.empty(len(nl) + 1, np.int64)
+    ends[:-1] = nl
+    ends[-1] = len(buf)
+    nlines = len(starts)
+    kind = np.empty(nlines, np.int8)
+    tabs = np.empty(nlines, np.int32)
+    id1 = np.empty(nlines, np.int64)
+    id2 = np.empty(nlines, np.int64)
+    head = np.empty(nlines, np.int64)
+    _scan_lines(buf, starts, ends, kind, tabs, id1, id2, head)
+    lines = text.split("\n")
+    assert len(lines) == nlines
+
+    errors: list[tuple[int, str]] = []  # (0-based line index, problem)
+
+    def err(i: int, problem: str) -> None:
+        errors.append((int(i), problem))
+
+    # --- sentences = runs of non-blank lines
+    nonblank = kind != _BLANK
+    prev_nonblank = np.zeros(nlines, bool)
+    prev_nonblank[1:] = nonblank[:-1]
+    run_start = nonblank & ~prev_nonblank
+    run_of_line = np.cumsum(run_start) - 1  # valid on non-blank lines
+    first_line_of_run = np.flatnonzero(run_start)
+    S = len(first_line_of_run)
+
+    is_comment = kind == _COMMENT
+    is_token = nonblank & ~is_comment
+    is_word = kind == _WORD
+    # a comment must come before the words of its sentence
+    prev_kind = np.full(nlines, _BLANK, np.int8)
+    prev_kind[1:] = kind[:-1]
+    bad_comment = is_comment & ~run_start & (prev_kind != _COMMENT)
+    if bad_comment.any():
+        err(np.argmax(bad_comment), "comment line inside a sentence (comments must come before its words)")
+    if fmt == "conllx" and is_comment.any():
+        err(np.argmax(is_comment), "comment line in a CoNLL-X file (use format='conllu')")
+
+    words_per_run = np.bincount(run_of_line[is_word], minlength=S) if S else np.zeros(0, np.int64)
+    if S and (words_per_run == 0).any():
+        s = int(np.argmax(words_per_run == 0))
+        lines_of_run = np.flatnonzero(nonblank & (run_of_line == s))
+        if not is_token[lines_of_run].any():
+            err(lines_of_run[-1], "comment lines not followed by a sentence")
+        else:
+            err(lines_of_run[is_token[lines_of_run]][0], "sentence without words (only multiword or empty-node lines)")
+
+    # --- column count
+    bad_cols = is_token & (tabs != 9)
+    if bad_cols.any():
+        i = int(np.argmax(bad_cols))
+        if lines[i].strip() == "":
+            err(i, "line contains only whitespace (a sentence break must be an empty line)")
+        else:
+            err(i, f"wrong number of columns: {tabs[i] + 1} (expected 10 tab-separated columns)")
+
+    # --- IDs
+    bad_id = kind == _BADID
+    if bad_id.any():
+        i = int(np.argmax(bad_id))
+        err(i, f"invalid ID {_field(lines[i], 0)!r} (expected an integer, a range like 3-4 or an empty node like 8.1)")
+    if fmt == "conllx":
+        cu = (kind == _RANGE) | (kind == _EMPTY)
+        if cu.any():
+            i = int(np.argmax(cu))
+            err(i, f"ID {_field(lines[i], 0)!r} is not an integer (not allowed in CoNLL-X; use format='conllu')")
+
+    word_lines = np.flatnonzero(is_word)
+    N = len(word_lines)
+    sent_of_word = run_of_line[word_lines]
+    word_offsets = np.zeros(S + 1, np.int64)
+    np.cumsum(words_per_run, out=word_offsets[1:])
+    expected = np.arange(N, dtype=np.int64) - word_offsets[sent_of_word] + 1
+    bad = id1[word_lines] != expected
+    if bad.any():
+        w = int(np.argmax(bad))
+        err(word_lines[w], f"ID {_field(lines[word_lines[w]], 0)!r} out of order: expected {expected[w]} "
+            "(word IDs must be 1..n in order)")
+
+    # --- multiword ranges and empty nodes (few: a Python loop is fine)
+    words_before = np.cumsum(is_word) - is_word  # words before each line, corpus-wide
+    extra_lines = np.flatnonzero((kind == _RANGE) | (kind == _EMPTY))
+    extra_pos = np.zeros(0, np.int64)
+    if len(extra_lines):
+        ex_sent = run_of_line[extra_lines]
+        extra_pos = words_before[extra_lines] - word_offsets[ex_sent]  # word k it follows
+        n_of = words_per_run[ex_sent]
+        for j, i in enumerate(extra_lines.tolist()):
+            k, a, b, n = int(extra_pos[j]), int(id1[i]), int(id2[i]), int(n_of[j])
+            if kind[i] == _RANGE:
+                if not (a == k + 1 and a < b <= n):
+                    what = f"multiword token {a}-{b}"
+                    if b <= a:
+                        err(i, f"{what}: range end must be greater than its start")
+                    elif b > n:
+                        err(i, f"{what} covers words beyond the end of the sentence ({n} words)")
+                    else:
+                        err(i, f"{what} must stand right before word {a} (it follows word {k})")
+                    break
+            elif a != k:
+                err(i, f"empty node {a}.{b} must follow word {a} (it follows word {k})")
+                break
+
+    # --- HEAD
+    wh = head[word_lines]
+    badh = (wh == _HEAD_BAD) | (wh == _HEAD_NONE)
+    if not allow_missing_heads:
+        badh |= wh == _HEAD_MISSING
+    if badh.any():
+        w = int(np.argmax(badh))
+        i = word_lines[w]
+        if wh[w] == _HEAD_MISSING:
+            err(i, "HEAD is '_' (unparsed input: read it with allow_missing_heads=True, "
+                "or --allow-missing-heads on the command line)")
+        else:
+            err(i, f"HEAD {_field(lines[i], 6)!r} is not a non-negative integer")
+
+    if errors:
+        i, problem = min(errors)
+        raise FormatError(path, first_line + i, problem)
+    if S == 0:
+        return []
+
+    # --- corpus-level arrays with a root entry before every sentence
+    total = N + S
+    root_pos = word_offsets[:-1] + np.arange(S)
+    word_pos = np.arange(N) + sent_of_word + 1
+    heads = np.full(total, -1, np.int32)
+    hv = wh.copy()
+    hv[hv < 0] = -1
+    heads[word_pos] = hv
+    bounds = np.empty(S + 1, np.int64)
+    bounds[:-1] = root_pos
+    bounds[-1] = total
+
+    code, s, m, h = _check_trees(heads, bounds)
+    if code:
+        a = bounds[s]
+        line_of = lambda m: first_line + int(word_lines[word_offsets[s] + m - 1])  # noqa: E731
+        n = int(words_per_run[s])
+        if code == 1:
+            raise FormatError(path, line_of(m), f"HEAD {h} is out of range (the sentence has {n} words)")
+        if code == 2:
+            raise FormatError(path, line_of(m), f"word {m} is its own head")
+        if code == 3:
+            raise FormatError(path, line_of(1), "no word is attached to the root (HEAD 0) in this sentence")
+        cycle = [m]
+        x = int(heads[a + m])
+        while x != m:
+            cycle.append(x)
+            x = int(heads[a + x])
+        first = min(cycle)
+        k = cycle.index(first)
+        cycle = cycle[k:] + cycle[:k]
+        forms = [_field(lines[word_lines[word_offsets[s] + c - 1]], 1) for c in cycle]
+        desc = " -> ".join(f"{c} {f!r}" for c, f in zip(cycle, forms))
+        raise FormatError(path, line_of(first), f"head cycle: {desc} -> {first}")
+
+    # --- string columns, split in bulk (root lines interleaved)
+    line_arr = np.empty(total, dtype=object)
+    line_arr[root_pos] = _ROOT_LINE
+    line_arr[word_pos] = np.array(lines, dtype=object)[word_lines]
+    # np.array over the flat list then column views is several times faster than
+    # one np.array per strided list slice; ID and HEAD strings are dropped.
+    table = np.array("\t".join(line_arr.tolist()).split("\t"), dtype=object).reshape(total, 10)
+    table[:, 0] = None
+    table[:, 6] = None
+    cols = {name: table[:, k] for k, name in enumerate(_COLUMN_OF_FIELD) if name is not None}
+
+    comments: list[list[str]] = [[] for _ in range(S)]
+    for i in np.flatnonzero(is_comment).tolist():
+        comments[run_of_line[i]].append(lines[i])
+    extras: list[list[tuple[int, str]]] = [[] for _ in range(S)]
+    for j, i in enumerate(extra_lines.tolist()):
+        extras[run_of_line[i]].append((int(extra_pos[j]), lines[i]))
+
+    F, L, U, X, Fe, D, De, Mi = (cols[c] for c in STRING_COLUMNS)
+    out = []
+    b = bounds.tolist()
+    src_lines = (first_line + first_line_of_run).tolist()
+    for s in range(S):
+        lo, hi = b[s], b[s + 1]
+        out.append(
+            Sentence(
+                forms=F[lo:hi], lemmas=L[lo:hi], upos=U[lo:hi], xpos=X[lo:hi], feats=Fe[lo:hi],
+                heads=heads[lo:hi], deprels=D[lo:hi], deps=De[lo:hi], misc=Mi[lo:hi],
+                comments=comments[s], extra=extras[s], line=src_lines[s],
+            )
+        )
+    return out
+
+
+# ----------------------------------------------------------------------------
+# public API
+
+
+def _source_name(source) -> str:
+    if isinstance(source, (str, os.PathLike)):
+        return "<stdin>" if str(source) == "-" else str(source)
+    return str(getattr(source, "name", "<stream>"))
+
+
+def _check_format(fmt: str) -> None:
+    if fmt not in ("conllu", "conllx"):
+        raise ValueError(f"format must be 'conllu' or 'conllx', not {fmt!r}")
+
+
+def _read_bytes(f) -> bytes:
+    data = f.read()
+    if isinstance(data, str):
+        return data.encode("utf-8")
+    return data
+
+
+def read_conllu(
+    path_or_file: PathOrFile,
+    allow_missing_heads: bool = False,
+    format: str = "conllu",
+) -> list[Sentence]:
+    """Read a CoNLL-U (or CoNLL-X) file into a list of sentences.
+
+    ``path_or_file``: a path, ``"-"`` for standard input, or an open file
+    (binary or text). ``allow_missing_heads``: accept HEAD ``_`` (unparsed
+    input); such words get head -1 and the tree checks skip them.
+    ``format``: ``"conllu"`` (reads CoNLL-X too) or ``"conllx"`` (rejects
+    comments, ranges and empty nodes).
+
+    Raises :class:`FormatError` (file, line, problem) on malformed input,
+    including an empty file. Time O(bytes); about half a million words per
+    second (see docs/benchmarks.md).
+    """
+    _check_format(format)
+    name = _source_name(path_or_file)
+    if isinstance(path_or_file, (str, os.PathLike)):
+        if str(path_or_file) == "-":
+            data = _read_bytes(getattr(sys.stdin, "buffer", sys.stdin))
+        else:
+            with open(path_or_file, "rb") as f:
+                data = f.read()
+    else:
+        data = _read_bytes(path_or_file)
+    sentences = _parse_chunk(data, name, 1, allow_missing_heads, format)
+    if not sentences:
+        raise FormatError(name, 1, "empty file (no sentences)")
+    return sentences
+
+
+def iter_conllu(
+    path_or_file: PathOrFile,
+    allow_missing_heads: bool = False,
+    format: str = "conllu",
+    chunk_bytes: int = _CHUNK_BYTES,
+) -> Iterator[Sentence]:
+    """Stream the sentences of a CoNLL-U file, reading ``chunk_bytes`` at a time.
+
+    Same arguments, checks and errors as :func:`read_conllu`; memory stays
+    proportional to ``chunk_bytes`` plus the longest sentence.
+    """
+    _check_format(format)
+    name = _source_name(path_or_file)
+    own = False
+    if isinstance(path_or_file, (str, os.PathLike)):
+        if str(path_or_file) == "-":
+            f = getattr(sys.stdin, "buffer", sys.stdin)
+        else:
+            f = open(path_or_file, "rb")
+            own = True
+    else:
+        f = path_or_file
+    try:
+        pending = b""
+        line = 1
+        seen = False
+        eof = False
+        while not eof:
+            block = f.read(chunk_bytes)
+            if isinstance(block, str):
+                block = block.encode("utf-8")
+            if not block:
+                eof = True
+                data, pending = pending, b""
+            else:
+                pending += block
+                cut = pending.rfind(b"\n\n")
+                if cut < 0:
+                    continue
+                data, pending = pending[: cut + 2], pending[cut + 2 :]
+            if not data:
+                continue
+            for s in _parse_chunk(data, name, line, allow_missing_heads, format):
+                seen = True
+                yield s
+            line += data.count(b"\n")
+        if not seen:
+            raise FormatError(name, 1, "empty file (no sentences)")
+    finally:
+        if own:
+            f.close()
+
+
+_NUM_STR = np.array(["_"] + [str(i) for i in range(1024)], dtype=object)
+
+
+def _int_strings(values: np.ndarray) -> np.ndarray:
+    """Object array of str(v) for ints v >= 0 and "_" for v < 0 (a table lookup)."""
+    global _NUM_STR
+    values = np.asarray(values, dtype=np.int64)
+    top = int(values.max(initial=0))
+    if top + 1 >= len(_NUM_STR):
+        _NUM_STR = np.array(["_"] + [str(i) for i in range(2 * top + 2)], dtype=object)
+    return _NUM_STR[np.maximum(values, -1) + 1]
+
+
+def format_conllu(sentences: Iterable[Sentence]) -> str:
+    """The CoNLL-U text of ``sentences`` (what :func:`write_conllu` writes).
+
+    Word lines are built column-wise over the whole corpus, then every line
+    (comments, words, ``extra`` lines, blank separators) is placed by one
+    lexsort on (sentence, slot, order of creation). O(lines log lines).
+    """
+    sentences = list(sentences)
+    S = len(sentences)
+    if S == 0:
+        return ""
+    n = np.fromiter(map(len, sentences), np.int64, S)
+    N = int(n.sum())
+    sent_of_word = np.repeat(np.arange(S), n)
+    k_of_word = np.arange(N) - np.repeat(np.cumsum(n) - n, n) + 1
+    is_root = np.zeros(N + S, bool)
+    is_root[np.cumsum(n + 1) - n - 1] = True
+    cols = [_int_strings(k_of_word)]
+    for name in _COLUMN_OF_FIELD[1:]:
+        if name is None:
+            heads = np.concatenate([s.heads for s in sentences])
+            cols.append(_int_strings(heads[~is_root]))
+        else:
+            arrays = list(map(attrgetter(name), sentences))
+            cols.append(np.concatenate(arrays).astype(object, copy=False)[~is_root])
+    try:
+        words = list(map("\t".join, zip(*cols)))
+    except TypeError:  # a column holds something other than str
+        words = list(map("\t".join, zip(*(c.astype(str) for c in cols))))
+
+    comments = [c for s in sentences for c in s.comments]
+    n_comments = np.fromiter((len(s.comments) for s in sentences), np.int64, S)
+    extra = [e for s in sentences for e in s.extra]
+    n_extra = np.fromiter((len(s.extra) for s in sentences), np.int64, S)
+    extra_k = np.fromiter((min(max(int(k), 0), int(m)) for (k, _), m in
+                           zip(extra, np.repeat(n, n_extra))), np.int64, len(extra))
+    strings = np.empty(len(comments) + N + len(extra) + S, dtype=object)
+    c1 = len(comments)
+    c2 = c1 + N
+    c3 = c2 + len(extra)
+    strings[:c1] = comments
+    strings[c1:c2] = words
+    strings[c2:c3] = [line for _, line in extra]
+    strings[c3:] = ""
+    sent = np.concatenate([np.repeat(np.arange(S), n_comments), sent_of_word,
+                           np.repeat(np.arange(S), n_extra), np.arange(S)])
+    slot = np.concatenate([np.full(c1, -1), 2 * k_of_word, 2 * extra_k + 1, 2 * n + 2])
+    order = np.lexsort((np.arange(len(strings)), slot, sent))
+    return "\n".join(strings[order].tolist()) + "\n"
+
+
+def write_conllu(sentences: Iterable[Sentence], path_or_file: PathOrFile) -> None:
+    """Write ``sentences`` as CoNLL-U (UTF-8, LF, a blank line after each sentence).
+
+    ``path_or_file``: a path (written atomically: a temporary file in the same
+    folder, then renamed over the target), ``"-"`` for standard output, or an
+    open file (binary or text). Heads of -1 are written as ``_``.
+    """
+    text = format_conllu(sentences)
+    if isinstance(path_or_file, (str, os.PathLike)):
+        if str(path_or_file) == "-":
+            sys.stdout.flush()
+            out = getattr(sys.stdout, "buffer", None)
+            if out is not None:
+                out.write(text.encode("utf-8"))
+                out.flush()
+            else:
+                sys.stdout.write(text)
+            return
+        _atomic_write(Path(path_or_file), text.encode("utf-8"))
+        return
+    if isinstance(path_or_file, io.TextIOBase):
+        path_or_file.write(text)
+    else:
+        try:
+            path_or_file.write(text.encode("utf-8"))
+        except TypeError:
+            path_or_file.write(text)
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    folder = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+# ----------------------------------------------------------------------------
+# integer-coded views
+
+
+def encode_column(
+    sentences: list[Sentence],
+    column: str,
+    vocab: dict[str, int] | None = None,
+    unknown: int = -1,
+    universal: bool = False,
+) -> tuple[list[np.ndarray], dict[str, int]]:
+    """Integer codes of one string column for a whole corpus.
+
+    ``column``: a Sentence attribute (``"forms"``, ``"upos"``, ``"deprels"`` ...).
+    ``vocab``: str -> code; when None, one is built from the data (sorted
+    strings, codes 0..V-1; the root entry ``ROOT_TOKEN`` is a string like any
+    other). Strings missing from a given ``vocab`` get ``unknown``.
+    ``universal``: map each string to its part before the first ':' first
+    (``"nmod:poss"`` -> ``"nmod"``), the CoNLL 2018 universal relation.
+
+    Returns (codes, vocab): ``codes[i]`` is an int32 array of shape (n_i + 1,)
+    aligned with ``sentences[i]`` (index 0 the root); all are views of one
+    corpus-level array. Time O(words) in C (a dict lookup per word through
+    ``map``) plus a Python loop over the distinct strings only.
+    """
+    arrays = [np.asarray(getattr(s, column), dtype=object) for s in sentences]
+    lengths = np.fromiter((len(a) for a in arrays), np.int64, len(arrays))
+    flat = np.concatenate(arrays) if arrays else np.zeros(0, dtype=object)
+    distinct = set(flat.tolist())
+    if universal:
+        to_univ = {x: x.split(":", 1)[0] for x in distinct}
+    if vocab is None:
+        keys = sorted(set(to_univ.values())) if universal else sorted(distinct)
+        vocab = {x: i for i, x in enumerate(keys)}
+    if universal:
+        lookup = {x: vocab.get(to_univ[x], unknown) for x in distinct}
+    else:
+        lookup = {x: vocab.get(x, unknown) for x in distinct}
+    codes = np.fromiter(map(lookup.__getitem__, flat.tolist()), np.int32, len(flat))
+    return np.split(codes, np.cumsum(lengths)[:-1]), vocab

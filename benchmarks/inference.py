@@ -358,6 +358,7 @@ def run_sizes(args, res: Results, inf, peers: Peers | None) -> None:
                     c.note = (note + "; " if note else "") + f"{int((~np.isfinite(diff)).sum())} non-finite"
                 res.checks.append(c)
 
+            timed_results: dict[str, Any] = {}
             ts_in = peers.to_ts(S) if peers else None
             sp_in = peers.to_supar(S) if peers else None
 
@@ -412,8 +413,9 @@ def run_sizes(args, res: Results, inf, peers: Peers | None) -> None:
             ours = None
             if inf is not None:
                 ours = timed(routine, "arboreal", lambda: inf.eisner(S, single_root=True, lengths=lengths))
-                res.tree_problems.append(dict(routine=routine, **tag,
-                                              bad=tree_problems(ours, True)))
+                timed_results[routine] = ours
+                if ours is not None:
+                    res.tree_problems.append(dict(routine=routine, **tag, bad=tree_problems(ours, True)))
             if peers:
                 out_sp = timed(routine, "SuPar", lambda: peers.supar_eisner(sp_in, False))
                 timed(routine, "torch-struct", lambda: peers.ts_eisner(ts_in, False))
@@ -431,7 +433,8 @@ def run_sizes(args, res: Results, inf, peers: Peers | None) -> None:
             if inf is not None:
                 ours = timed(routine, "arboreal",
                              lambda: inf.chu_liu_edmonds(S, single_root=True, lengths=lengths))
-                res.tree_problems.append(dict(routine=routine, **tag, bad=tree_problems(ours, True)))
+                if ours is not None:
+                    res.tree_problems.append(dict(routine=routine, **tag, bad=tree_problems(ours, True)))
             if peers:
                 sp_mst = peers.to_supar(S, mask_ignored=True)
                 mask = peers.supar_mask(B, n)
@@ -453,10 +456,20 @@ def run_sizes(args, res: Results, inf, peers: Peers | None) -> None:
                 out = timed(routine, "arboreal",
                             lambda: inf.eisner_kbest(S, K_BEST, single_root=True, lengths=lengths))
                 if out is not None:
-                    kh = np.asarray(out[0])
+                    kh, ks = np.asarray(out[0]), np.asarray(out[1], dtype=np.float64)
                     if kh.ndim == 3:
-                        res.tree_problems.append(dict(routine=routine + " (best)", **tag,
-                                                      bad=tree_problems(kh[:, 0], True)))
+                        res.tree_problems.append(dict(routine=routine + " (every row)", **tag,
+                                                      bad=tree_problems(kh.reshape(-1, kh.shape[-1]), True)))
+                        # internal consistency: returned scores are the trees' scores, sorted,
+                        # and the best equals Eisner's optimum
+                        check(routine, "its own heads", "returned tree scores",
+                              ks, tree_scores(S, kh))
+                        if (np.diff(ks, axis=1) > 1e-9 * np.maximum(1.0, np.abs(ks[:, :-1]))).any():
+                            res.checks[-1].note = "NOT sorted best first"
+                        best = timed_results.get("eisner single")
+                        if best is not None:
+                            check(routine, "arboreal eisner", "best tree score",
+                                  ks[:, 0], tree_scores(S, np.asarray(best)))
                 for projective in (False, True):
                     routine = f"mbr_decode {'proj' if projective else 'nonproj'} single"
                     try:
@@ -666,10 +679,7 @@ def report_body(args, res: Results) -> str:
         "no autograd); SuPar = `.log_partition` + `.marginals` (autograd, as the library does). "
         "Ratio = peer ms / arboreal ms.",
         "",
-        "### Timings at n = 40",
-        "",
-        timing_table(res, 40 if 40 in args.sizes else None),
-        "",
+        *(["### Timings at n = 40", "", timing_table(res, 40), ""] if 40 in args.sizes else []),
         "### All timings",
         "",
         timing_table(res),
@@ -688,12 +698,15 @@ def report_body(args, res: Results) -> str:
                                              for t in bad_trees) or "none (every tree checked: "
                                       "rooted at 0, acyclic, single root)."),
         "",
-        f"### Stability (n = {args.stab_n}, B = {args.batch}, scores ~ N(0, s^2))",
-        "",
-        "Sentences with a non-finite log Z or marginal, per library:",
-        "",
-        stability_table(res, args.batch),
     ]
+    if res.stability:
+        parts += [
+            f"### Stability (n = {args.stab_n}, B = {args.batch}, scores ~ N(0, s^2))",
+            "",
+            "Sentences with a non-finite log Z or marginal, per library:",
+            "",
+            stability_table(res, args.batch),
+        ]
     return "\n".join(parts)
 
 

@@ -262,10 +262,10 @@ def _parse_chunk(
     lines = text.split("\n")
     assert len(lines) == nlines
 
-    errors: list[tuple[int, str]] = []  # (0-based line index, problem)
+    errors: list[tuple[int, int, str]] = []  # (0-based line, check order, problem)
 
     def err(i: int, problem: str) -> None:
-        errors.append((int(i), problem))
+        errors.append((int(i), len(errors), problem))
 
     # --- sentences = runs of non-blank lines
     nonblank = kind != _BLANK
@@ -279,6 +279,15 @@ def _parse_chunk(
     is_comment = kind == _COMMENT
     is_token = nonblank & ~is_comment
     is_word = kind == _WORD
+    # column count (first: on one line it explains the other problems)
+    bad_cols = is_token & (tabs != 9)
+    if bad_cols.any():
+        i = int(np.argmax(bad_cols))
+        if lines[i].strip() == "":
+            err(i, "line contains only whitespace (a sentence break must be an empty line)")
+        else:
+            err(i, f"wrong number of columns: {tabs[i] + 1} (expected 10 tab-separated columns)")
+
     # a comment must come before the words of its sentence
     prev_kind = np.full(nlines, _BLANK, np.int8)
     prev_kind[1:] = kind[:-1]
@@ -296,15 +305,6 @@ def _parse_chunk(
             err(lines_of_run[-1], "comment lines not followed by a sentence")
         else:
             err(lines_of_run[is_token[lines_of_run]][0], "sentence without words (only multiword or empty-node lines)")
-
-    # --- column count
-    bad_cols = is_token & (tabs != 9)
-    if bad_cols.any():
-        i = int(np.argmax(bad_cols))
-        if lines[i].strip() == "":
-            err(i, "line contains only whitespace (a sentence break must be an empty line)")
-        else:
-            err(i, f"wrong number of columns: {tabs[i] + 1} (expected 10 tab-separated columns)")
 
     # --- IDs
     bad_id = kind == _BADID
@@ -368,7 +368,7 @@ def _parse_chunk(
             err(i, f"HEAD {_field(lines[i], 6)!r} is not a non-negative integer")
 
     if errors:
-        i, problem = min(errors)
+        i, _, problem = min(errors)
         raise FormatError(path, first_line + i, problem)
     if S == 0:
         return []

@@ -1,0 +1,125 @@
+"""Higher-order features and the higher-order parser (small data, quick)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from arboreal.errors import ModelError
+from arboreal.features.first_order import FeatureSet
+from arboreal.features.higher_order import HigherOrderFeatures
+from arboreal.inference.higher_order import PartIndex, prune_arcs, score_tree
+from arboreal.io.conllu import read_conllu
+from arboreal.models.higher_order import HigherOrderParser, parse_parts
+
+SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample"
+
+
+@pytest.fixture(scope="module")
+def sample():
+    train = read_conllu(SAMPLE / "en_ewt-sample-train.conllu")
+    test = read_conllu(SAMPLE / "en_ewt-sample-test.conllu")
+    return train, test
+
+
+def random_projective_tree(rng, n):
+    """A random projective single-root tree (random split recursion)."""
+    heads = np.full(n + 1, -1, dtype=np.int64)
+
+    def build(h, lo, hi):   # attach words lo..hi (a contiguous block) under h
+        if lo > hi:
+            return
+        m = int(rng.integers(lo, hi + 1))
+        heads[m] = h
+        build(m, lo, m - 1)
+        build(m, m + 1, hi)
+
+    root = int(rng.integers(1, n + 1))
+    heads[root] = 0
+    build(root, 1, root - 1)
+    build(root, root + 1, n)
+    return heads
+
+
+@pytest.mark.parametrize("parts,outer", [(("sib",), False), (("sib", "grand"), False),
+                                         (("sib", "grand", "gsib"), False),
+                                         (("sib", "grand", "gsib", "trisib"), True)])
+def test_part_scores_equal_weights_dot_tree_features(sample, parts, outer):
+    """Decoder-side scores (part_scores + score_tree) == w . f(tree) from accumulate_tree."""
+    train, _ = sample
+    sents = [s for s in train if 6 <= len(s) <= 14][:6]
+    fs = FeatureSet("mcdonald", bits=16).fit(train)
+    hof = HigherOrderFeatures(parts, 16, outer_only=outer)
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=fs.dim)
+    for s, enc in zip(sents, fs.encode(sents)):
+        n = len(s)
+        gold = s.heads.astype(np.int64)
+        allowed = rng.random((n + 1, n + 1)) < 0.5
+        for heads in (gold, random_projective_tree(rng, n)):
+            allowed[heads[1:], np.arange(1, n + 1)] = True
+        index = PartIndex.compact(allowed)
+        arc = fs.arc_scores(enc, w)
+        ps = hof.part_scores(enc.codes, index, w)
+        for heads in (gold, random_projective_tree(rng, n)):
+            if not allowed[heads[1:], np.arange(1, n + 1)].all():
+                continue
+            f = np.zeros(fs.dim)
+            fs.accumulate_tree(enc, heads, f)
+            hof.accumulate_tree(enc.codes, heads, f)
+            got = score_tree(heads, index, arc, ps["sib"], ps["grand"], ps["gsib"],
+                             ps["trisib"], outer_only=outer)
+            assert got == pytest.approx(float(f @ w), rel=1e-9, abs=1e-6)
+
+
+def test_parse_parts():
+    assert parse_parts(2, None) == ("sib", "grand")
+    assert parse_parts(3, None) == ("sib", "grand", "gsib", "trisib")
+    assert parse_parts(2, "grandparent,sibling") == ("sib", "grand")
+    with pytest.raises(ValueError, match="unknown part"):
+        parse_parts(2, "cousin")
+
+
+def test_prune_arcs_keeps_gold_mostly_with_true_marginals():
+    rng = np.random.default_rng(4)
+    n = 12
+    mu = rng.dirichlet(np.ones(n + 1) * 0.3, size=n + 1).T   # column m: a head distribution
+    allowed = prune_arcs(mu, threshold=1e-3, max_heads=3)
+    assert allowed.sum(axis=0)[1:].max() <= 4
+
+
+@pytest.mark.parametrize("order", [2, 3])
+def test_train_parse_save_load(sample, tmp_path, order):
+    train, test = sample
+    train = train[:150]
+    test = test[:60]
+    first = HigherOrderParser(order=1, epochs=3, pruner_epochs=3, bits=18).train(train)
+    model = HigherOrderParser(order=order, epochs=3, pruner_epochs=3, bits=18,
+                              prune_temperature=10.0).train(train)
+    gold = np.concatenate([s.heads[1:] for s in test])
+
+    def uas(p):
+        return float((np.concatenate([h[1:] for h in p.predict_heads(test)]) == gold).mean())
+
+    u1, u2 = uas(first), uas(model)
+    assert u2 > 0.6
+    assert u2 > u1 - 0.05   # small data: the higher-order model must not collapse
+    path = tmp_path / "m.npz"
+    model.save(path)
+    again = HigherOrderParser.load(path)
+    for a, b in zip(model.predict_heads(test), again.predict_heads(test)):
+        assert np.array_equal(a, b)   # float32 weights on disk: same trees here
+    parsed = again.parse(test[:3])
+    assert all(len(p.deprels) == len(s.deprels) for p, s in zip(parsed, test[:3]))
+    assert all(p.deprels[1] != "_" for p in parsed)
+
+
+def test_load_rejects_foreign_file(tmp_path):
+    bad = tmp_path / "x.npz"
+    np.savez(bad, meta=np.array('{"model_type": "first-order"}'))
+    with pytest.raises(ModelError, match="higher-order"):
+        HigherOrderParser.load(bad)
+    (tmp_path / "junk.npz").write_bytes(b"not a zip")
+    with pytest.raises(ModelError):
+        HigherOrderParser.load(tmp_path / "junk.npz")

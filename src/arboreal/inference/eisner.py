@@ -78,16 +78,19 @@ def _no_tree_error(b: int, single: bool, single_root: bool, projective: bool):
 def _eisner_kernel(scores, lengths, single_root, heads, status):
     B = scores.shape[0]
     N1 = scores.shape[1]
-    # chart items; X[s, t] and XT[t, s] hold the same values
-    Cr = np.empty((N1, N1))   # complete, head s, spans s..t
-    CrT = np.empty((N1, N1))
-    Cl = np.empty((N1, N1))   # complete, head t, spans s..t
-    ClT = np.empty((N1, N1))
-    Ir = np.empty((N1, N1))   # incomplete, arc s -> t
-    IlT = np.empty((N1, N1))  # incomplete, arc t -> s, stored as [t, s]
-    Ib = np.empty((N1, N1), dtype=np.int32)
-    Crb = np.empty((N1, N1), dtype=np.int32)
-    Clb = np.empty((N1, N1), dtype=np.int32)
+    # Chart items indexed [width, start] so that, for a fixed width and split
+    # offset, the loop over span starts is contiguous and vectorizes:
+    # CR[w, s] = complete, head s, span s..s+w;  CL[w, s] = complete, head s+w;
+    # IR[w, s] = incomplete arc s -> s+w;        IL[w, s] = arc s+w -> s.
+    CR = np.empty((N1, N1))
+    CL = np.empty((N1, N1))
+    IR = np.empty((N1, N1))
+    IL = np.empty((N1, N1))
+    IB = np.empty((N1, N1), dtype=np.int32)   # split offsets k
+    CRB = np.empty((N1, N1), dtype=np.int32)
+    CLB = np.empty((N1, N1), dtype=np.int32)
+    best = np.empty(N1)
+    arg = np.empty(N1, dtype=np.int32)
     stack = np.empty((4 * N1 + 8, 3), dtype=np.int32)
     for b in range(B):
         n = lengths[b]
@@ -97,116 +100,129 @@ def _eisner_kernel(scores, lengths, single_root, heads, status):
             continue
         lo = 1 if single_root else 0
         for s in range(lo, n + 1):
-            Cr[s, s] = 0.0
-            CrT[s, s] = 0.0
-            Cl[s, s] = 0.0
-            ClT[s, s] = 0.0
+            CR[0, s] = 0.0
+            CL[0, s] = 0.0
         for w in range(1, n - lo + 1):
-            for s in range(lo, n - w + 1):
-                t = s + w
-                # incomplete items: Cr[s, r] + Cl[r+1, t]
-                best = _NEG
-                arg = s
-                for r in range(s, t):
-                    v = Cr[s, r] + ClT[t, r + 1]
-                    if v > best:
-                        best = v
-                        arg = r
-                Ib[s, t] = arg
-                Ir[s, t] = best + scores[b, s, t]
-                if s == 0:
-                    IlT[t, s] = _NEG  # the root never takes a head
-                else:
-                    IlT[t, s] = best + scores[b, t, s]
-                # left complete: Cl[s, r] + Il[r, t], r in s..t-1
-                best = _NEG
-                arg = s
-                for r in range(s, t):
-                    v = Cl[s, r] + IlT[t, r]
-                    if v > best:
-                        best = v
-                        arg = r
-                Cl[s, t] = best
-                ClT[t, s] = best
-                Clb[s, t] = arg
-                # right complete: Ir[s, r] + Cr[r, t], r in s+1..t
-                best = _NEG
-                arg = t
-                for r in range(s + 1, t + 1):
-                    v = Ir[s, r] + CrT[t, r]
-                    if v > best:
-                        best = v
-                        arg = r
-                Cr[s, t] = best
-                CrT[t, s] = best
-                Crb[s, t] = arg
-        sp = 0
+            cnt = n - w + 1 - lo   # span starts s = lo + i, i in 0..cnt-1
+            # Inner loops run over i from 0 on 1-D views, which lets LLVM drop
+            # negative-index checks and vectorize them.
+            # incomplete: Cr(s, s+k) + Cl(s+k+1, s+w), k in 0..w-1
+            for i in range(cnt):
+                best[i] = _NEG
+                arg[i] = 0
+            for k in range(w):
+                a = CR[k, lo:]
+                c = CL[w - k - 1, lo + k + 1:]
+                k32 = np.int32(k)
+                for i in range(cnt):
+                    v = a[i] + c[i]
+                    if v > best[i]:
+                        best[i] = v
+                        arg[i] = k32
+            for i in range(cnt):
+                s = lo + i
+                IB[w, s] = arg[i]
+                IR[w, s] = best[i] + scores[b, s, s + w]
+                IL[w, s] = best[i] + scores[b, s + w, s]
+            if lo == 0:
+                IL[w, 0] = _NEG   # the root never takes a head
+            # left complete: Cl(s, s+k) + Il(s+k, s+w), k in 0..w-1
+            for i in range(cnt):
+                best[i] = _NEG
+                arg[i] = 0
+            for k in range(w):
+                a = CL[k, lo:]
+                c = IL[w - k, lo + k:]
+                k32 = np.int32(k)
+                for i in range(cnt):
+                    v = a[i] + c[i]
+                    if v > best[i]:
+                        best[i] = v
+                        arg[i] = k32
+            for i in range(cnt):
+                CL[w, lo + i] = best[i]
+                CLB[w, lo + i] = arg[i]
+            # right complete: Ir(s, s+k) + Cr(s+k, s+w), k in 1..w
+            for i in range(cnt):
+                best[i] = _NEG
+                arg[i] = w
+            for k in range(1, w + 1):
+                a = IR[k, lo:]
+                c = CR[w - k, lo + k:]
+                k32 = np.int32(k)
+                for i in range(cnt):
+                    v = a[i] + c[i]
+                    if v > best[i]:
+                        best[i] = v
+                        arg[i] = k32
+            for i in range(cnt):
+                CR[w, lo + i] = best[i]
+                CRB[w, lo + i] = arg[i]
+        # item types on the stack: 0 Cr, 1 Cl, 2 arc s->t, 3 arc t->s; (typ, s, t)
         if single_root:
-            best = _NEG
-            arg = 1
+            top = _NEG
+            m_best = 1
             for m in range(1, n + 1):
-                v = scores[b, 0, m] + Cl[1, m] + Cr[m, n]
-                if v > best:
-                    best = v
-                    arg = m
-            if best == _NEG:
+                v = scores[b, 0, m] + CL[m - 1, 1] + CR[n - m, m]
+                if v > top:
+                    top = v
+                    m_best = m
+            if top == _NEG:
                 status[b] = 1
                 continue
-            heads[b, arg] = 0
+            heads[b, m_best] = 0
             stack[0, 0] = 1
             stack[0, 1] = 1
-            stack[0, 2] = arg
+            stack[0, 2] = m_best
             stack[1, 0] = 0
-            stack[1, 1] = arg
+            stack[1, 1] = m_best
             stack[1, 2] = n
             sp = 2
         else:
-            if Cr[0, n] == _NEG:
+            if CR[n, 0] == _NEG:
                 status[b] = 1
                 continue
             stack[0, 0] = 0
             stack[0, 1] = 0
             stack[0, 2] = n
             sp = 1
-        # item types: 0 right complete, 1 left complete, 2 arc s->t, 3 arc t->s
         while sp > 0:
             sp -= 1
             typ = stack[sp, 0]
             s = stack[sp, 1]
             t = stack[sp, 2]
-            if s == t:
+            w = t - s
+            if w == 0:
                 continue
             if typ == 0:
-                r = Crb[s, t]
+                r = s + CRB[w, s]
                 stack[sp, 0] = 2
                 stack[sp, 1] = s
                 stack[sp, 2] = r
                 stack[sp + 1, 0] = 0
                 stack[sp + 1, 1] = r
                 stack[sp + 1, 2] = t
-                sp += 2
             elif typ == 1:
-                r = Clb[s, t]
+                r = s + CLB[w, s]
                 stack[sp, 0] = 1
                 stack[sp, 1] = s
                 stack[sp, 2] = r
                 stack[sp + 1, 0] = 3
                 stack[sp + 1, 1] = r
                 stack[sp + 1, 2] = t
-                sp += 2
             else:
                 if typ == 2:
                     heads[b, t] = s
                 else:
                     heads[b, s] = t
-                r = Ib[s, t]
+                r = s + IB[w, s]
                 stack[sp, 0] = 0
                 stack[sp, 1] = s
                 stack[sp, 2] = r
                 stack[sp + 1, 0] = 1
                 stack[sp + 1, 1] = r + 1
                 stack[sp + 1, 2] = t
-                sp += 2
+            sp += 2
 
 
 def eisner(scores: np.ndarray, single_root: bool = True,

@@ -99,8 +99,8 @@ _LAZY: dict[str, tuple[str, str]] = {
     "kbest-mira": ("arboreal.learn.mira", "KBestMira"),
     "factored-mira": ("arboreal.learn.mira", "FactoredMira"),
     # the marginal-based learners register here:
-    # "loglinear": ("arboreal.learn.loglinear", "LogLinear"),
-    # "eg": ("arboreal.learn.eg", "ExponentiatedGradient"),
+    "loglinear": ("arboreal.learn.loglinear", "LogLinear"),
+    "eg": ("arboreal.learn.eg", "ExponentiatedGradient"),
 }
 
 

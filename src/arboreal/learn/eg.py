@@ -1,0 +1,229 @@
+"""Max-margin training by exponentiated gradient (Koo et al. 2007 §4.2, Figure 2).
+
+Primal (minimised):
+
+    L(w) = C * sum_i max_y (E_{i,y} - w . F(x_i, y_i) + w . F(x_i, y)) + 0.5 * ||w||^2,
+
+E_{i,y} = number of words whose head in y differs from the gold tree y_i. Its dual
+over distributions alpha_i(y) on the trees of sentence i, parametrised by arc
+weights theta[i,h,m] (alpha_i(y) ∝ exp(sum_{(h,m) in y} theta[i,h,m])), is
+
+    Q(theta) = C * sum_i sum_{h,m} mu[i,h,m] (1 - I[i,h,m]) - 0.5 * ||w||^2,
+    w = C * sum_i sum_{h,m} (I[i,h,m] - mu[i,h,m]) f(x_i, h, m),
+
+with mu the arc marginals of theta (inside-outside for projective trees, the
+Matrix-Tree Theorem otherwise) and I the gold-arc indicator. The online EG update
+of Figure 2 (restated in shared/papers/README.md) visits the sentences one at a
+time:
+
+    theta'[i] = theta[i] + eta * C * (1 - I[i] + w . f(x_i, ., .)),
+    w += C * sum_{h,m} (mu[i] - mu'[i]) f(x_i, h, m).
+
+Implementation notes:
+
+* theta lives in one float32 array over all sentences' (n+1)^2 arcs (offsets per
+  sentence); the marginals mu of the current theta are kept beside it (float64), so
+  each update costs one scoring pass, one marginal computation and one accumulate of
+  ``mu - mu'`` for that sentence. Each column theta[i, :, m] is shifted by its
+  maximum after an update: every tree has exactly one arc into m, so the
+  distribution is unchanged and the numbers stay small.
+* Learning-rate halving: when a pass fails to increase Q, the pass is undone
+  (theta, mu and w restored) and eta halved, so the dual objective of the accepted
+  iterates never decreases. A rejected pass still counts as one iteration.
+* The primal weights are ``w`` at every moment (``on_epoch`` receives them after
+  each pass). With ``primal=True`` the primal objective is evaluated after each
+  pass by loss-augmented decoding (Eisner or Chu-Liu-Edmonds on w . f + 1 - I), and
+  the duality gap L(w) - Q >= 0 is reported.
+
+Labels: the arc model only; the parser's second-stage labeler assigns labels.
+"""
+from __future__ import annotations
+
+import sys
+import time
+from typing import Callable
+
+import numpy as np
+
+from arboreal.learn import ArcFactoredData
+from arboreal.learn.loglinear import ScoredBuckets, batch_marginals
+
+__all__ = ["ExponentiatedGradient", "primal_objective"]
+
+
+def _decode_batch(S: np.ndarray, lengths: np.ndarray, projective: bool,
+                  single_root: bool) -> np.ndarray:
+    if projective:
+        from arboreal.inference.eisner import eisner
+        return np.asarray(eisner(S, single_root=single_root, lengths=lengths))
+    from arboreal.inference.mst import chu_liu_edmonds
+    return np.asarray(chu_liu_edmonds(S, single_root=single_root, lengths=lengths))
+
+
+def primal_objective(sb: ScoredBuckets, w: np.ndarray, C: float, projective: bool,
+                     single_root: bool) -> tuple[float, float]:
+    """Primal max-margin objective and the total hinge loss at ``w``.
+
+    hinge_i = max_y (E_{i,y} + w.F(y)) - w.F(y_i), found exactly by decoding the
+    loss-augmented scores w . f(h, m) + 1 - I[h, m]. Returns
+    ``(C * sum_i hinge_i + 0.5 ||w||^2, sum_i hinge_i)``. O(sum_i n_i^3).
+    """
+    hinge = 0.0
+    for bucket in sb.buckets:
+        S, lengths = sb.scores(bucket, w)
+        gold = sb.gold_scores(bucket, S)
+        aug = S + 1.0
+        for b, i in enumerate(bucket):
+            h = sb.heads[i]
+            aug[b, h[1:], np.arange(1, len(h))] -= 1.0
+        best = _decode_batch(aug, lengths, projective, single_root)
+        for b in range(len(bucket)):
+            n = lengths[b]
+            hinge += aug[b, best[b, 1: n + 1], np.arange(1, n + 1)].sum() - gold[b]
+    return C * hinge + 0.5 * float(w @ w), hinge
+
+
+class ExponentiatedGradient:
+    """EG max-margin learner (``eg``): Koo et al. 2007 Figure 2.
+
+    Args:
+        C: weight of the hinge-loss term (inverse regularisation strength).
+        eta: initial learning rate (halved whenever a pass fails to raise the dual).
+            Default ``1 / C``.
+        beta: initial dual weight of gold arcs (the paper's 9).
+        primal: also evaluate the primal objective after each pass (costs one
+            scoring + decoding pass).
+        shuffle: visit sentences in a fresh random order each pass.
+        verbose: print dual and primal objective per pass to stderr.
+
+    After ``fit``, ``history`` holds one record per pass: epoch, dual, primal
+    (NaN when not computed), eta, accepted, seconds.
+    """
+
+    name = "eg"
+
+    def __init__(self, C: float = 1.0, eta: float | None = None, beta: float = 9.0,
+                 primal: bool = True, shuffle: bool = True, verbose: bool = False):
+        if C <= 0:
+            raise ValueError("C must be positive")
+        self.C = float(C)
+        self.eta = float(eta) if eta is not None else 1.0 / self.C
+        if self.eta <= 0:
+            raise ValueError("eta must be positive")
+        self.beta = float(beta)
+        self.primal = bool(primal)
+        self.shuffle = bool(shuffle)
+        self.verbose = bool(verbose)
+        self.history: list[dict] = []
+
+    def _log(self, msg: str) -> None:
+        if self.verbose:
+            print(msg, file=sys.stderr, flush=True)
+
+    def fit(self, data: ArcFactoredData, epochs: int,
+            on_epoch: Callable[[int, np.ndarray], None] | None = None,
+            seed: int = 0) -> np.ndarray:
+        C = self.C
+        fs = data.features
+        proj, sroot = data.projective, data.single_root
+        sb = ScoredBuckets(data)
+        L = sb.lengths
+        size = (L + 1) ** 2
+        offsets = np.concatenate([[0], np.cumsum(size)]).astype(np.int64)
+        theta = np.zeros(int(offsets[-1]), dtype=np.float32)
+        mu = np.zeros(int(offsets[-1]), dtype=np.float64)
+        gold_idx = []
+        for i, h in enumerate(sb.heads):
+            n = L[i]
+            idx = offsets[i] + h[1:] * (n + 1) + np.arange(1, n + 1)
+            gold_idx.append(idx)
+        all_gold = np.concatenate(gold_idx) if gold_idx else np.zeros(0, dtype=np.int64)
+        theta[all_gold] = self.beta
+        valid = {}  # n -> bool (n+1, n+1) of scoreable arcs
+
+        def valid_mask(n):
+            m = valid.get(n)
+            if m is None:
+                m = np.ones((n + 1, n + 1), dtype=bool)
+                m[:, 0] = False
+                np.fill_diagonal(m, False)
+                valid[n] = m
+            return m
+
+        # initial marginals (batched per bucket) and w = C sum_i (I - mu_i) f
+        w = np.zeros(fs.dim)
+        for bucket in sb.buckets:
+            N = int(L[bucket].max())
+            T = np.zeros((len(bucket), N + 1, N + 1))
+            for b, i in enumerate(bucket):
+                n = L[i]
+                T[b, : n + 1, : n + 1] = theta[offsets[i]: offsets[i + 1]].reshape(n + 1, n + 1)
+            M = batch_marginals(T, L[bucket], proj, sroot)
+            coef = np.empty_like(M)
+            for b, i in enumerate(bucket):
+                n = L[i]
+                mb = np.where(valid_mask(n), M[b, : n + 1, : n + 1], 0.0)
+                mu[offsets[i]: offsets[i + 1]] = mb.ravel()
+                coef[b, : n + 1, : n + 1] = -mb
+                coef[b, sb.heads[i][1:], np.arange(1, n + 1)] += 1.0
+            sb.accumulate(bucket, coef, w, C)
+
+        n_words = float(L.sum())
+
+        def dual() -> float:
+            return C * (n_words - float(mu[all_gold].sum())) - 0.5 * float(w @ w)
+
+        from arboreal.inference.partition import marginals as marg
+
+        rng = np.random.default_rng(seed)
+        eta = self.eta
+        q = dual()
+        self.history = []
+        t0 = time.perf_counter()
+        self._log(f"eg init: dual {q:.6g} (C={C}, eta={eta:g}, beta={self.beta:g})")
+        nonempty = np.flatnonzero(L > 0)
+        for e in range(1, epochs + 1):
+            saved = (theta.copy(), mu.copy(), w.copy())
+            order = rng.permutation(nonempty) if self.shuffle else nonempty
+            step = eta * C
+            for i in order:
+                n = int(L[i])
+                lo, hi = offsets[i], offsets[i + 1]
+                mask = valid_mask(n)
+                s = fs.arc_scores(data.encoded[i], w)
+                th = theta[lo:hi].reshape(n + 1, n + 1).astype(np.float64)
+                g = s + 1.0
+                g[sb.heads[i][1:], np.arange(1, n + 1)] -= 1.0
+                th += step * g
+                th = np.where(mask, th, -np.inf)
+                th[:, 1:] -= th[:, 1:].max(axis=0)  # row 0 is valid in every column m >= 1
+                th = np.where(mask, th, 0.0).astype(np.float32)
+                theta[lo:hi] = th.ravel()
+                new = np.asarray(marg(th.astype(np.float64), projective=proj, single_root=sroot),
+                                 dtype=np.float64)
+                new = np.where(mask, new, 0.0)
+                old = mu[lo:hi].reshape(n + 1, n + 1)
+                fs.accumulate(data.encoded[i], old - new, w, C)
+                mu[lo:hi] = new.ravel()
+            q_new = dual()
+            accepted = q_new >= q
+            if not accepted:
+                theta, mu, w = saved
+                self._log(f"eg pass {e}: dual {q_new:.6g} < {q:.6g}: pass undone, eta {eta:g} -> {eta / 2:g}")
+                eta /= 2.0
+            else:
+                q = q_new
+            rec = {"epoch": e, "dual": q, "eta": eta, "accepted": bool(accepted),
+                   "primal": float("nan"), "seconds": time.perf_counter() - t0}
+            if self.primal:
+                p, _ = primal_objective(sb, w, C, proj, sroot)
+                rec["primal"] = p
+                self._log(f"eg pass {e}: dual {q:.6g}  primal {p:.6g}  gap {p - q:.4g}  "
+                          f"eta {eta:g}  ({rec['seconds']:.1f} s)")
+            else:
+                self._log(f"eg pass {e}: dual {q:.6g}  eta {eta:g}  ({rec['seconds']:.1f} s)")
+            self.history.append(rec)
+            if on_epoch is not None:
+                on_epoch(e, w)
+        self.theta, self.offsets = theta, offsets
+        return w

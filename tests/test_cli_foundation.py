@@ -1,0 +1,154 @@
+"""The eval, stats and validate subcommands: in-process and as a real process."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from arboreal.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+TRAIN = REPO / "data" / "sample" / "en_ewt-sample-train.conllu"
+TEST = REPO / "data" / "sample" / "en_ewt-sample-test.conllu"
+
+GOOD = ("1\tBirds\tbird\tNOUN\tNNS\t_\t2\tnsubj\t_\t_\n"
+        "2\tsing\tsing\tVERB\tVBP\t_\t0\troot\t_\t_\n"
+        "3\t.\t.\tPUNCT\t.\t_\t2\tpunct\t_\t_\n\n")
+
+
+def run_cli(*argv: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    return subprocess.run([sys.executable, "-m", "arboreal", *argv], capture_output=True, text=True,
+                          env=env, timeout=120)
+
+
+@pytest.mark.parametrize("command", ["eval", "stats", "validate"])
+def test_help(command, capsys):
+    with pytest.raises(SystemExit) as info:
+        main([command, "--help"])
+    assert info.value.code == 0
+    out = capsys.readouterr().out
+    assert f"arboreal {command}" in out
+
+
+def test_eval_table_and_json(capsys, tmp_path):
+    assert main(["eval", str(TEST), str(TEST)]) == 0
+    out = capsys.readouterr().out
+    assert out.count("100.00") == 6 and "UAS" in out and "Complete match (labeled)" in out
+    system = tmp_path / "sys.conllu"
+    # a copy with one head and one label changed
+    text = GOOD.replace("3\t.\t.\tPUNCT\t.\t_\t2\tpunct", "3\t.\t.\tPUNCT\t.\t_\t1\tpunct")
+    text = text.replace("\tnsubj\t", "\tobj\t")
+    gold = tmp_path / "gold.conllu"
+    gold.write_text(GOOD)
+    system.write_text(text)
+    assert main(["eval", "--json", str(gold), str(system)]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert set(r) == {"uas", "las", "las_full", "root", "complete", "complete_labeled", "words", "sentences"}
+    assert r["uas"] == pytest.approx(200 / 3) and r["las"] == pytest.approx(100 / 3)
+    assert r["words"] == 3 and r["sentences"] == 1 and r["complete"] == 0.0 and r["root"] == 100.0
+    assert main(["eval", "--json", "--exclude-punct", str(gold), str(system)]) == 0
+    r = json.loads(capsys.readouterr().out)
+    assert r["words"] == 2 and r["uas"] == 100.0 and r["las"] == 50.0 and r["complete"] == 100.0
+    assert main(["eval", str(gold), str(system)]) == 0
+    out = capsys.readouterr().out
+    assert "66.67" in out and "33.33" in out
+
+
+def test_stats_text_and_json(capsys):
+    assert main(["stats", str(TRAIN), str(TEST)]) == 0
+    out = capsys.readouterr().out
+    assert str(TRAIN) in out and str(TEST) in out and "non-projective arcs" in out and "UPOS (" in out
+    assert main(["stats", "--json", str(TEST)]) == 0
+    st = json.loads(capsys.readouterr().out)[str(TEST)]
+    from arboreal.io import read_conllu
+
+    sents = read_conllu(TEST)
+    assert st["sentences"] == len(sents) == 200
+    assert st["words"] == sum(len(s) for s in sents)
+    assert st["max_length"] == max(len(s) for s in sents)
+    assert sum(st["deprels"].values()) == st["words"] == sum(st["upos"].values())
+    assert st["deprels"]["root"] == 200 and st["multi_root_sentences"] == 0
+    assert 0 < st["nonprojective_sentences"] <= st["nonprojective_arcs"]
+
+
+def test_validate_ok_and_errors(capsys, tmp_path):
+    assert main(["validate", str(TRAIN), str(TEST)]) == 0
+    out = capsys.readouterr().out
+    assert f"{TRAIN}: OK (600 sentences" in out
+    bad = tmp_path / "bad.conllu"
+    bad.write_text(GOOD + GOOD.replace("\t0\troot", "\t2\troot"))
+    assert main(["validate", str(TEST), str(bad)]) == 2
+    cap = capsys.readouterr()
+    assert f"{TEST}: OK" in cap.out
+    assert cap.err.strip() == f"arboreal: error: {bad}:6: word 2 is its own head"
+    unparsed = tmp_path / "unparsed.conllu"
+    unparsed.write_text(GOOD.replace("\t2\tnsubj\t", "\t_\t_\t"))
+    assert main(["validate", str(unparsed)]) == 2
+    assert "allow-missing-heads" in capsys.readouterr().err
+    assert main(["validate", "--allow-missing-heads", str(unparsed)]) == 0
+
+
+MALFORMED = {
+    "columns": ("1\tBirds\tbird\tNOUN\tNNS\t_\t2\tnsubj\t_\n", 1, "wrong number of columns"),
+    "head": (GOOD.replace("\t2\tnsubj", "\tx\tnsubj"), 1, "HEAD 'x'"),
+    "range": (GOOD.replace("\t2\tnsubj", "\t9\tnsubj"), 1, "out of range"),
+    "ids": (GOOD.replace("3\t.", "4\t."), 3, "expected 3"),
+    "cycle": (GOOD.replace("\t0\troot", "\t3\troot")
+              .replace("1\tBirds\tbird\tNOUN\tNNS\t_\t2", "1\tBirds\tbird\tNOUN\tNNS\t_\t0"), 2, "head cycle"),
+    "self": (GOOD.replace("\t0\troot", "\t2\troot"), 2, "its own head"),
+    "noroot": (GOOD.replace("\t0\troot", "\t1\troot").replace("\t2\tnsubj", "\t3\tnsubj"), 1, "root"),
+    "mwt": ("1-4\tx\t_\t_\t_\t_\t_\t_\t_\t_\n" + GOOD, 1, "multiword token 1-4"),
+    "empty": ("", 1, "empty file"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(MALFORMED))
+def test_malformed_files_exit_2_in_process(case, tmp_path, capsys):
+    text, line, words = MALFORMED[case]
+    p = tmp_path / f"{case}.conllu"
+    p.write_text(text)
+    for argv in (["validate", str(p)], ["stats", str(p)], ["eval", str(p), str(p)]):
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert err.startswith(f"arboreal: error: {p}:{line}: ") and words in err, err
+        assert err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("case", ["cycle", "ids"])
+def test_malformed_file_exit_2_as_a_process(case, tmp_path):
+    text, line, words = MALFORMED[case]
+    p = tmp_path / f"{case}.conllu"
+    p.write_text(text)
+    r = run_cli("eval", str(p), str(TEST))
+    assert r.returncode == 2
+    assert r.stdout == ""
+    assert r.stderr.startswith(f"arboreal: error: {p}:{line}: ") and words in r.stderr
+    assert r.stderr.count("\n") == 1 and "Traceback" not in r.stderr
+
+
+def test_invalid_utf8_and_missing_file_as_a_process(tmp_path):
+    p = tmp_path / "latin1.conllu"
+    p.write_bytes(GOOD.replace("Birds", "Bird\u00e9").encode("latin-1"))
+    r = run_cli("validate", str(p))
+    assert r.returncode == 2 and r.stderr.startswith(f"arboreal: error: {p}:1: invalid UTF-8")
+    assert "Traceback" not in r.stderr
+    r = run_cli("stats", str(tmp_path / "nope.conllu"))
+    assert r.returncode == 2 and "nope.conllu" in r.stderr and "Traceback" not in r.stderr
+    assert r.stderr.count("\n") == 1
+
+
+def test_word_mismatch_in_eval_is_one_line(tmp_path):
+    gold = tmp_path / "g.conllu"
+    gold.write_text(GOOD)
+    other = tmp_path / "s.conllu"
+    other.write_text(GOOD.replace("Birds", "Bees"))
+    r = run_cli("eval", str(gold), str(other))
+    assert r.returncode == 2
+    assert r.stderr == ("arboreal: error: gold and system differ at sentence 1, line 1: word 1 is 'Birds' "
+                        "in gold, 'Bees' in the system output\n")

@@ -76,41 +76,55 @@ class Timing:
     n: int
     dtype: str
     library: str
-    ms: float | None = None
+    ms: float | None = None          # median CPU time per call (one thread)
+    wall_ms: float | None = None     # median wall time per call
     reps: int = 0
     loops: int = 0
     error: str | None = None
 
 
-def measure(fn: Callable[[], Any], target_s: float, min_reps: int, max_reps: int
-            ) -> tuple[float, int, int, Any]:
-    """Median seconds per call of ``fn`` after one warm-up call, timeit-style.
+def measure(fn: Callable[[], Any], warm: Callable[[], Any] | None, target_s: float,
+            min_reps: int, max_reps: int, slow_s: float = 1.0, slow_budget_s: float = 6.0
+            ) -> tuple[float, float, int, int, Any]:
+    """Median CPU and wall seconds per call of ``fn``, timeit-style.
 
-    Returns ``(median_s, repeats, loops_per_repeat, last_result)``. Fast calls
-    are looped so that one repeat lasts >= ~20 ms; the number of repeats aims
-    at ``target_s`` in total, clamped to [min_reps, max_reps].
+    Warm-up: ``warm()`` (the same call on a slice of the batch, for slow peers)
+    or else ``fn()`` itself (numba compilation, allocator). Then one call on
+    the full batch estimates the cost: fast calls are looped so that a repeat
+    lasts >= ~20 ms, and the number of repeats aims at ``target_s`` in total,
+    clamped to [min_reps, max_reps]; a call slower than ``slow_s`` is kept as
+    a sample and repeated only while ``slow_budget_s`` allows (at least once).
+    The process CPU time (one thread) is the robust figure on a shared
+    machine; wall time is returned too.
+
+    Returns ``(cpu_s, wall_s, repeats, loops_per_repeat, last_result)``.
     """
-    result = fn()                       # warm-up: compilation, allocator, caches
-    t0 = time.perf_counter()
+    (warm or fn)()
+    c0, w0 = time.process_time(), time.perf_counter()
     result = fn()
-    one = time.perf_counter() - t0
-    loops = max(1, int(0.02 / max(one, 1e-9)))
-    reps = int(target_s / max(one * loops, 1e-9))
-    reps = max(min_reps, min(max_reps, reps))
-    samples = [one] if loops == 1 and one > 0.25 else []   # slow call: keep it as a sample
+    one_cpu, one_wall = time.process_time() - c0, time.perf_counter() - w0
+    one = max(one_cpu, 1e-9)
+    if one >= slow_s:
+        loops, reps = 1, max(1, min(min_reps, int(slow_budget_s / one)))
+        cpu, wall = [one_cpu], [one_wall]
+    else:
+        loops = max(1, int(0.02 / one))
+        reps = max(min_reps, min(max_reps, int(target_s / (one * loops))))
+        cpu, wall = [], []
     gc.collect()
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        while len(samples) < reps:
-            t0 = time.perf_counter()
+        while len(cpu) < reps:
+            c0, w0 = time.process_time(), time.perf_counter()
             for _ in range(loops):
                 result = fn()
-            samples.append((time.perf_counter() - t0) / loops)
+            cpu.append((time.process_time() - c0) / loops)
+            wall.append((time.perf_counter() - w0) / loops)
     finally:
         if was_enabled:
             gc.enable()
-    return statistics.median(samples), reps, loops, result
+    return statistics.median(cpu), statistics.median(wall), reps, loops, result
 
 
 def describe_error(exc: BaseException) -> str:
@@ -251,10 +265,6 @@ class Peers:
         mask[:, 0] = False
         return mask
 
-    def fresh(self, t):
-        """A new leaf tensor with the same values (SuPar/torch-struct set requires_grad on their input)."""
-        return t.detach().clone()
-
 
 # ----------------------------------------------------------------------------
 # arboreal adapters
@@ -337,15 +347,17 @@ def run_sizes(args, res: Results, inf, peers: Peers | None) -> None:
             tag = dict(n=n, dtype=dtype)
             print(f"-- n={n} {dtype}", flush=True)
 
-            def timed(routine: str, library: str, fn: Callable[[], Any]) -> Any:
+            def timed(routine: str, library: str, fn: Callable[[], Any],
+                      warm: Callable[[], Any] | None = None) -> Any:
                 t = Timing(routine, n, dtype, library)
                 try:
-                    sec, t.reps, t.loops, out = measure(fn, **tm)
-                    t.ms = sec * 1e3
+                    cpu, wall, t.reps, t.loops, out = measure(fn, warm, **tm)
+                    t.ms, t.wall_ms = cpu * 1e3, wall * 1e3
                 except Exception as exc:  # noqa: BLE001 -- a peer failing is a result
                     t.error, out = describe_error(exc), None
                 res.timings.append(t)
-                shown = f"{t.ms:9.3f} ms" if t.ms is not None else t.error
+                shown = (f"{t.ms:9.3f} ms cpu {t.wall_ms:9.3f} ms wall  ({t.reps}x{t.loops})"
+                         if t.ms is not None else t.error)
                 print(f"   {routine:<28} {library:<13} {shown}", flush=True)
                 return out
 
@@ -361,6 +373,9 @@ def run_sizes(args, res: Results, inf, peers: Peers | None) -> None:
             timed_results: dict[str, Any] = {}
             ts_in = peers.to_ts(S) if peers else None
             sp_in = peers.to_supar(S) if peers else None
+            W = min(B, 16)      # warm-up slice for the peers (their slow calls would double the run time)
+            ts_w = ts_in[:W].clone() if peers else None
+            sp_w = sp_in[:W].clone() if peers else None
 
             # --- non-projective log Z + marginals, single and multi root ---
             for single_root in (True, False):
@@ -371,9 +386,11 @@ def run_sizes(args, res: Results, inf, peers: Peers | None) -> None:
                                  lambda sr=single_root: ours_logz_marg(inf, S, lengths, False, sr))
                 if peers:
                     out_ts = timed(routine, "torch-struct",
-                                   lambda sr=single_root: peers.ts_nonproj(ts_in, not sr))
+                                   lambda sr=single_root: peers.ts_nonproj(ts_in, not sr),
+                                   lambda sr=single_root: peers.ts_nonproj(ts_w, not sr))
                     out_sp = timed(routine, "SuPar",
-                                   lambda sr=single_root: peers.supar_matrix_tree(sp_in, not sr))
+                                   lambda sr=single_root: peers.supar_matrix_tree(sp_in, not sr),
+                                   lambda sr=single_root: peers.supar_matrix_tree(sp_w, not sr))
                     # exact conversion check: torch-struct without its eps, in float64
                     lp64 = peers.to_ts(S.astype(np.float64))
                     z0 = peers.ts_deptree.deptree_part(lp64, not single_root, eps=0.0)
@@ -401,8 +418,9 @@ def run_sizes(args, res: Results, inf, peers: Peers | None) -> None:
             if inf is not None:
                 ours = timed(routine, "arboreal", lambda: ours_logz_marg(inf, S, lengths, True, True))
             if peers:
-                timed(routine, "torch-struct", lambda: peers.ts_proj(ts_in, False))
-                out_sp = timed(routine, "SuPar", lambda: peers.supar_proj(sp_in, False))
+                timed(routine, "torch-struct", lambda: peers.ts_proj(ts_in, False), lambda: peers.ts_proj(ts_w, False))
+                out_sp = timed(routine, "SuPar", lambda: peers.supar_proj(sp_in, False),
+                               lambda: peers.supar_proj(sp_w, False))
                 if ours is not None and out_sp is not None:
                     check(routine, "SuPar", "logZ", ours[0], out_sp[0])
                     check(routine, "SuPar", "marginals", ours[1][:, valid],
@@ -417,8 +435,10 @@ def run_sizes(args, res: Results, inf, peers: Peers | None) -> None:
                 if ours is not None:
                     res.tree_problems.append(dict(routine=routine, **tag, bad=tree_problems(ours, True)))
             if peers:
-                out_sp = timed(routine, "SuPar", lambda: peers.supar_eisner(sp_in, False))
-                timed(routine, "torch-struct", lambda: peers.ts_eisner(ts_in, False))
+                out_sp = timed(routine, "SuPar", lambda: peers.supar_eisner(sp_in, False),
+                               lambda: peers.supar_eisner(sp_w, False))
+                timed(routine, "torch-struct", lambda: peers.ts_eisner(ts_in, False),
+                      lambda: peers.ts_eisner(ts_w, False))
                 if out_sp is not None:
                     sp_heads = out_sp.numpy()
                     res.tree_problems.append(dict(routine=routine + " (SuPar)", **tag,
@@ -438,7 +458,8 @@ def run_sizes(args, res: Results, inf, peers: Peers | None) -> None:
             if peers:
                 sp_mst = peers.to_supar(S, mask_ignored=True)
                 mask = peers.supar_mask(B, n)
-                out_sp = timed(routine, "SuPar", lambda: peers.supar_mst(sp_mst, mask, False))
+                out_sp = timed(routine, "SuPar", lambda: peers.supar_mst(sp_mst, mask, False),
+                               lambda: peers.supar_mst(sp_mst[:W], mask[:W], False))
                 if out_sp is not None:
                     sp_heads = out_sp.numpy()
                     res.tree_problems.append(dict(routine=routine + " (SuPar)", **tag,
@@ -660,18 +681,25 @@ def report_body(args, res: Results) -> str:
     vtxt = ", ".join(f"{k} {val}" for k, val in v.items())
     ld0, ld1 = m["load_before"], m["load_after"]
     shared = max(ld0["loadavg"][0], ld1["loadavg"][0]) > 0.5 or ld0["busy"] or ld1["busy"]
+    timed_ok = [t for t in res.timings if t.ms]
+    wall_over_cpu = (sum(t.wall_ms for t in timed_ok) / sum(t.ms for t in timed_ok)) if timed_ok else 1.0
     bad_trees = [t for t in res.tree_problems if t["bad"]]
     parts = [
         f"B = {args.batch} sentences of length n, arc scores ~ N(0, 1) (seed {SEED}), one thread "
-        f"(OMP/MKL/OPENBLAS/NUMBA_NUM_THREADS=1, torch.set_num_threads(1)); median of "
-        f"{args.min_reps}-{args.max_reps} repeats after warm-up. Total run time {m['wall_s']:.0f} s.",
+        f"(OMP/MKL/OPENBLAS/NUMBA_NUM_THREADS=1, torch.set_num_threads(1)). Times are the median "
+        f"CPU time of the process per call (ms, one thread, so robust to other processes on the "
+        f"machine) over {args.min_reps}-{args.max_reps} repeats after warm-up (calls slower than 1 s: "
+        f"fewer repeats, at least one); median wall times are in the JSON output (`--out-json`). "
+        f"Total run time {m['wall_s']:.0f} s.",
         "",
         f"Versions: {vtxt}.",
         "",
         f"Machine load: 1-min load average {ld0['loadavg'][0]} before, {ld1['loadavg'][0]} after "
         f"({ld0['cpus']} CPUs); other busy processes: {', '.join(ld0['busy'] + ld1['busy']) or 'none seen'}. "
-        + ("**The machine was shared while this ran: absolute times are noisy; the ratios (same run, "
-           "same inputs) are the robust figure.**" if shared else "The machine was otherwise idle."),
+        + f"Summed wall time / summed CPU time of the timed calls: {wall_over_cpu:.2f}. "
+        + ("**The machine was shared while this ran: wall times are inflated and absolute CPU times "
+           "somewhat noisy (shared caches, frequency); the ratios (same run, same inputs) are the "
+           "robust figure.**" if shared else "The machine was otherwise idle."),
         "",
         "Conventions: arboreal gets `lengths=`; the peers get no lengths (all sentences are full "
         "length, which is their cheapest path). Peer inputs are converted before timing. torch-struct "

@@ -63,7 +63,7 @@ PathOrFile = Union[str, os.PathLike, IO[str], IO[bytes]]
 #: Sentence attributes of the string columns 2-6 and 8-10, in file order
 STRING_COLUMNS = ("forms", "lemmas", "upos", "xpos", "feats", "deprels", "deps", "misc")
 _COLUMN_OF_FIELD = (None, "forms", "lemmas", "upos", "xpos", "feats", None, "deprels", "deps", "misc")
-_ROOT_LINE = "\t".join(["0"] + [ROOT_TOKEN] * 5 + ["-1"] + [ROOT_TOKEN] * 3)
+_ROOT_FIELDS = np.frombuffer((ROOT_TOKEN + "\t").encode("utf-8") * 8, dtype=np.uint8)
 
 # line kinds found by the byte scanner
 _BLANK, _COMMENT, _WORD, _RANGE, _EMPTY, _BADID = 0, 1, 2, 3, 4, 5
@@ -212,6 +212,55 @@ def _check_trees(heads, starts):
     return 0, -1, -1, 0
 
 
+@njit(cache=True)
+def _gather_fields(buf, starts, ends, row_line, root_fields, size):
+    """One tab-separated byte stream of the 8 string fields of every row.
+
+    row_line[r] is the line of row r, or -1 for a root row (``root_fields``).
+    Fields 1 (ID) and 7 (HEAD) are left out; each row ends with a tab, so the
+    stream splits on tabs into 8 * rows fields (plus a final empty one). O(bytes).
+    """
+    out = np.empty(size, np.uint8)
+    p = 0
+    for r in range(len(row_line)):
+        i = row_line[r]
+        if i < 0:
+            for j in range(len(root_fields)):
+                out[p] = root_fields[j]
+                p += 1
+            continue
+        ntab = 0
+        for j in range(starts[i], ends[i]):
+            c = buf[j]
+            if c == 9:
+                ntab += 1
+                if ntab == 1 or ntab == 7:
+                    continue  # separator after ID / HEAD
+            elif ntab == 0 or ntab == 6:
+                continue  # inside ID / HEAD
+            out[p] = c
+            p += 1
+        out[p] = 9
+        p += 1
+    return out[:p]
+
+
+@njit(cache=True)
+def _gather_lines(buf, starts, ends, idx, size):
+    """The bytes of lines idx, joined by newlines. O(bytes copied)."""
+    out = np.empty(size, np.uint8)
+    p = 0
+    for k in range(len(idx)):
+        i = idx[k]
+        if k > 0:
+            out[p] = 10
+            p += 1
+        for j in range(starts[i], ends[i]):
+            out[p] = buf[j]
+            p += 1
+    return out[:p]
+
+
 # ----------------------------------------------------------------------------
 # parsing
 
@@ -243,7 +292,6 @@ def _parse_chunk(
         data = data[3:]
     if b"\r" in data:
         data = data.replace(b"\r\n", b"\n")
-    text = _decode(data, path, first_line)
     buf = np.frombuffer(data, dtype=np.uint8)
     nl = np.flatnonzero(buf == 10)
     starts = np.empty(len(nl) + 1, np.int64)
@@ -259,8 +307,15 @@ def _parse_chunk(
     id2 = np.empty(nlines, np.int64)
     head = np.empty(nlines, np.int64)
     _scan_lines(buf, starts, ends, kind, tabs, id1, id2, head)
-    lines = text.split("\n")
-    assert len(lines) == nlines
+
+    class _Lines:  # the text of a line, decoded on demand (error messages only)
+        def __getitem__(self, i: int) -> str:
+            return data[starts[i] : ends[i]].decode("utf-8", errors="replace")
+
+    lines = _Lines()
+
+    def utf8_error() -> None:
+        _decode(data, path, first_line)  # raises FormatError at the first bad byte
 
     errors: list[tuple[int, int, str]] = []  # (0-based line, check order, problem)
 
@@ -368,6 +423,10 @@ def _parse_chunk(
             err(i, f"HEAD {_field(lines[i], 6)!r} is not a non-negative integer")
 
     if errors:
+        try:
+            utf8_error()
+        except FormatError as exc:
+            errors.append((exc.line - first_line, -1, exc.problem))
         i, _, problem = min(errors)
         raise FormatError(path, first_line + i, problem)
     if S == 0:
@@ -408,23 +467,37 @@ def _parse_chunk(
         desc = " -> ".join(f"{c} {f!r}" for c, f in zip(cycle, forms))
         raise FormatError(path, line_of(first), f"head cycle: {desc} -> {first}")
 
-    # --- string columns, split in bulk (root lines interleaved)
-    line_arr = np.empty(total, dtype=object)
-    line_arr[root_pos] = _ROOT_LINE
-    line_arr[word_pos] = np.array(lines, dtype=object)[word_lines]
-    # np.array over the flat list then column views is several times faster than
-    # one np.array per strided list slice; ID and HEAD strings are dropped.
-    table = np.array("\t".join(line_arr.tolist()).split("\t"), dtype=object).reshape(total, 10)
-    table[:, 0] = None
-    table[:, 6] = None
-    cols = {name: table[:, k] for k, name in enumerate(_COLUMN_OF_FIELD) if name is not None}
+    # --- string columns: the 8 string fields of all rows (root rows interleaved)
+    # are gathered into one byte stream, decoded once (this also checks UTF-8)
+    # and split on tabs; each column is a strided view of one object table.
+    row_line = np.full(total, -1, np.int64)
+    row_line[word_pos] = word_lines
+    size = int((ends[word_lines] - starts[word_lines]).sum()) + N + S * len(_ROOT_FIELDS)
+    stream = _gather_fields(buf, starts, ends, row_line, _ROOT_FIELDS, size).tobytes()
+    try:
+        fields = stream.decode("utf-8").split("\t")
+    except UnicodeDecodeError:
+        utf8_error()
+        raise
+    fields.pop()
+    table = np.array(fields, dtype=object).reshape(total, 8)
+    del fields, stream
+    cols = {name: table[:, k] for k, name in enumerate(STRING_COLUMNS)}
 
+    kept = np.flatnonzero(is_comment | (kind == _RANGE) | (kind == _EMPTY))
+    size = int((ends[kept] - starts[kept]).sum()) + len(kept)
+    try:
+        kept_text = _gather_lines(buf, starts, ends, kept, size).tobytes().decode("utf-8").split("\n")
+    except UnicodeDecodeError:
+        utf8_error()
+        raise
+    text_of = dict(zip(kept.tolist(), kept_text))
     comments: list[list[str]] = [[] for _ in range(S)]
     for i in np.flatnonzero(is_comment).tolist():
-        comments[run_of_line[i]].append(lines[i])
+        comments[run_of_line[i]].append(text_of[i])
     extras: list[list[tuple[int, str]]] = [[] for _ in range(S)]
     for j, i in enumerate(extra_lines.tolist()):
-        extras[run_of_line[i]].append((int(extra_pos[j]), lines[i]))
+        extras[run_of_line[i]].append((int(extra_pos[j]), text_of[i]))
 
     F, L, U, X, Fe, D, De, Mi = (cols[c] for c in STRING_COLUMNS)
     out = []

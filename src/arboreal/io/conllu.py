@@ -35,10 +35,11 @@ are checked first over the whole file and the earliest is reported; then tree
 problems (word that is its own head, no word attached to the root, head cycle)
 in one compiled pass over the whole corpus, reporting the earliest sentence.
 
-Speed: the file is decoded once; one compiled pass over the bytes classifies
-lines and parses ID and HEAD; the string columns are split in bulk and every
-sentence's arrays are slices (views) of corpus-level arrays, so there is no
-Python loop over words.
+Speed: compiled passes over the raw bytes classify the lines, parse ID and
+HEAD, and find the distinct values of the string fields by hashing; each
+distinct string is decoded once (which also checks UTF-8) and shared by all
+its occurrences. Every sentence's arrays are slices (views) of corpus-level
+arrays, so there is no Python loop over words or lines.
 """
 from __future__ import annotations
 
@@ -63,7 +64,6 @@ PathOrFile = Union[str, os.PathLike, IO[str], IO[bytes]]
 #: Sentence attributes of the string columns 2-6 and 8-10, in file order
 STRING_COLUMNS = ("forms", "lemmas", "upos", "xpos", "feats", "deprels", "deps", "misc")
 _COLUMN_OF_FIELD = (None, "forms", "lemmas", "upos", "xpos", "feats", None, "deprels", "deps", "misc")
-_ROOT_FIELDS = np.frombuffer((ROOT_TOKEN + "\t").encode("utf-8") * 8, dtype=np.uint8)
 
 # line kinds found by the byte scanner
 _BLANK, _COMMENT, _WORD, _RANGE, _EMPTY, _BADID = 0, 1, 2, 3, 4, 5
@@ -213,36 +213,101 @@ def _check_trees(heads, starts):
 
 
 @njit(cache=True)
-def _gather_fields(buf, starts, ends, row_line, root_fields, size):
-    """One tab-separated byte stream of the 8 string fields of every row.
+def _intern_fields(buf, starts, ends, row_line):
+    """Distinct values of the 8 string fields of all rows, found by hashing their bytes.
 
-    row_line[r] is the line of row r, or -1 for a root row (``root_fields``).
-    Fields 1 (ID) and 7 (HEAD) are left out; each row ends with a tab, so the
-    stream splits on tabs into 8 * rows fields (plus a final empty one). O(bytes).
+    row_line[r]: the line of row r, or -1 for a root row. Returns
+    ``codes`` (rows, 8) int64: for each row and string column (2-6, 8-10 of the
+    file), the index of its distinct value (one numbering shared by all
+    columns; -1 on root rows), and ``rep_start``, ``rep_end``: the byte range
+    of each distinct value's first occurrence. Open addressing, the table
+    grown to stay at most half full (so it stays in cache). Values of up to 7
+    bytes are their own exact key; longer ones are keyed by an FNV-1a hash,
+    confirmed by comparing bytes. O(bytes) expected.
     """
-    out = np.empty(size, np.uint8)
-    p = 0
-    for r in range(len(row_line)):
+    rows = len(row_line)
+    codes = np.full((rows, 8), -1, np.int64)
+    cap = 1 << 12
+    slots = np.full((cap, 2), -1, np.int64)  # (hash, id)
+    rep_start = np.empty(cap, np.int64)
+    rep_end = np.empty(cap, np.int64)
+    count = 0
+    fs = np.empty(10, np.int64)
+    fe = np.empty(10, np.int64)
+    for r in range(rows):
         i = row_line[r]
         if i < 0:
-            for j in range(len(root_fields)):
-                out[p] = root_fields[j]
-                p += 1
             continue
-        ntab = 0
+        f = 0
+        fs[0] = starts[i]
         for j in range(starts[i], ends[i]):
-            c = buf[j]
-            if c == 9:
-                ntab += 1
-                if ntab == 1 or ntab == 7:
-                    continue  # separator after ID / HEAD
-            elif ntab == 0 or ntab == 6:
-                continue  # inside ID / HEAD
-            out[p] = c
-            p += 1
-        out[p] = 9
-        p += 1
-    return out[:p]
+            if buf[j] == 9:
+                fe[f] = j
+                f += 1
+                fs[f] = j + 1
+        fe[f] = ends[i]
+        for k in range(8):
+            fld = k + 1 if k < 5 else k + 2  # skip ID (0) and HEAD (6)
+            a = fs[fld]
+            b = fe[fld]
+            if b - a <= 7:
+                # short value: its bytes and length make an exact key (< 2**59)
+                key = np.int64(b - a) << 56
+                for j in range(a, b):
+                    key |= np.int64(buf[j]) << (8 * (j - a))
+                exact = True
+            else:
+                h = np.uint64(14695981039346656037)
+                for j in range(a, b):
+                    h = (h ^ np.uint64(buf[j])) * np.uint64(1099511628211)
+                key = np.int64(h >> np.uint64(2)) | (np.int64(1) << 62)  # disjoint from short keys
+                exact = False
+            mixed = np.uint64(key) * np.uint64(11400714819323198485)
+            pos = np.int64(mixed >> np.uint64(40)) & (cap - 1)
+            while True:
+                u = slots[pos, 1]
+                if u < 0:
+                    slots[pos, 0] = key
+                    slots[pos, 1] = count
+                    rep_start[count] = a
+                    rep_end[count] = b
+                    codes[r, k] = count
+                    count += 1
+                    if 2 * count > cap:  # grow and rehash
+                        cap *= 2
+                        new = np.full((cap, 2), -1, np.int64)
+                        for q in range(cap // 2):
+                            if slots[q, 1] >= 0:
+                                m2 = np.uint64(slots[q, 0]) * np.uint64(11400714819323198485)
+                                p2 = np.int64(m2 >> np.uint64(40)) & (cap - 1)
+                                while new[p2, 1] >= 0:
+                                    p2 = (p2 + 1) & (cap - 1)
+                                new[p2, 0] = slots[q, 0]
+                                new[p2, 1] = slots[q, 1]
+                        slots = new
+                        rs = np.empty(cap, np.int64)
+                        re_ = np.empty(cap, np.int64)
+                        rs[:count] = rep_start[:count]
+                        re_[:count] = rep_end[:count]
+                        rep_start = rs
+                        rep_end = re_
+                    break
+                if slots[pos, 0] == key:
+                    if exact:
+                        codes[r, k] = u
+                        break
+                    if rep_end[u] - rep_start[u] == b - a:
+                        same = True
+                        o = rep_start[u] - a
+                        for j in range(a, b):
+                            if buf[j] != buf[j + o]:
+                                same = False
+                                break
+                        if same:
+                            codes[r, k] = u
+                            break
+                pos = (pos + 1) & (cap - 1)
+    return codes, rep_start[:count].copy(), rep_end[:count].copy()
 
 
 @njit(cache=True)
@@ -467,21 +532,23 @@ def _parse_chunk(
         desc = " -> ".join(f"{c} {f!r}" for c, f in zip(cycle, forms))
         raise FormatError(path, line_of(first), f"head cycle: {desc} -> {first}")
 
-    # --- string columns: the 8 string fields of all rows (root rows interleaved)
-    # are gathered into one byte stream, decoded once (this also checks UTF-8)
-    # and split on tabs; each column is a strided view of one object table.
+    # --- string columns: the distinct values of the 8 string fields are found by
+    # hashing bytes (compiled), decoded once (this also checks UTF-8) and shared:
+    # equal strings are one Python object. Each column is a strided view of one
+    # (rows, 8) object table.
     row_line = np.full(total, -1, np.int64)
     row_line[word_pos] = word_lines
-    size = int((ends[word_lines] - starts[word_lines]).sum()) + N + S * len(_ROOT_FIELDS)
-    stream = _gather_fields(buf, starts, ends, row_line, _ROOT_FIELDS, size).tobytes()
+    codes, rep_start, rep_end = _intern_fields(buf, starts, ends, row_line)
+    size = int((rep_end - rep_start).sum()) + len(rep_start)
+    stream = _gather_lines(buf, rep_start, rep_end, np.arange(len(rep_start)), size).tobytes()
     try:
-        fields = stream.decode("utf-8").split("\t")
+        distinct = stream.decode("utf-8").split("\n") if len(rep_start) else []
     except UnicodeDecodeError:
         utf8_error()
         raise
-    fields.pop()
-    table = np.array(fields, dtype=object).reshape(total, 8)
-    del fields, stream
+    distinct.append(ROOT_TOKEN)  # code -1 on root rows picks the last entry
+    table = np.array(distinct, dtype=object)[codes]
+    del distinct, stream, codes
     cols = {name: table[:, k] for k, name in enumerate(STRING_COLUMNS)}
 
     kept = np.flatnonzero(is_comment | (kind == _RANGE) | (kind == _EMPTY))
@@ -551,8 +618,8 @@ def read_conllu(
     comments, ranges and empty nodes).
 
     Raises :class:`FormatError` (file, line, problem) on malformed input,
-    including an empty file. Time O(bytes); about half a million words per
-    second (see docs/benchmarks.md).
+    including an empty file. Time O(bytes); for the measured speed see
+    docs/benchmarks.md (benchmarks/read_speed.py).
     """
     _check_format(format)
     name = _source_name(path_or_file)

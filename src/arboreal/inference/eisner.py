@@ -78,19 +78,22 @@ def _no_tree_error(b: int, single: bool, single_root: bool, projective: bool):
 def _eisner_kernel(scores, lengths, single_root, heads, status):
     B = scores.shape[0]
     N1 = scores.shape[1]
-    # Chart items indexed [width, start] so that, for a fixed width and split
-    # offset, the loop over span starts is contiguous and vectorizes:
-    # CR[w, s] = complete, head s, span s..s+w;  CL[w, s] = complete, head s+w;
-    # IR[w, s] = incomplete arc s -> s+w;        IL[w, s] = arc s+w -> s.
+    # Chart nodes x = 0..P-1 stand for positions lo + x (lo = 1 for single
+    # root: the root is attached at the end; lo = 0 otherwise).  Items are
+    # indexed [width, start], so for a fixed width and split offset the loop
+    # over span starts is contiguous, starts at 0 and vectorizes:
+    # CR[w, x] = complete, head x, span x..x+w;  CL[w, x] = complete, head x+w;
+    # IR[w, x] = incomplete arc x -> x+w;        IL[w, x] = arc x+w -> x;
+    # IS[w, x] = the split part shared by IR and IL (before the arc score).
+    # No back-pointers: the forward pass is a pure max (branch-free, SIMD);
+    # backtracking re-finds the first split attaining each visited item's
+    # value, O(n) per item and O(n^2) in all.
     CR = np.empty((N1, N1))
     CL = np.empty((N1, N1))
     IR = np.empty((N1, N1))
     IL = np.empty((N1, N1))
-    IB = np.empty((N1, N1), dtype=np.int32)   # split offsets k
-    CRB = np.empty((N1, N1), dtype=np.int32)
-    CLB = np.empty((N1, N1), dtype=np.int32)
+    IS = np.empty((N1, N1))
     best = np.empty(N1)
-    arg = np.empty(N1, dtype=np.int32)
     stack = np.empty((4 * N1 + 8, 3), dtype=np.int32)
     for b in range(B):
         n = lengths[b]
@@ -99,129 +102,127 @@ def _eisner_kernel(scores, lengths, single_root, heads, status):
         if n == 0:
             continue
         lo = 1 if single_root else 0
-        for s in range(lo, n + 1):
-            CR[0, s] = 0.0
-            CL[0, s] = 0.0
-        for w in range(1, n - lo + 1):
-            cnt = n - w + 1 - lo   # span starts s = lo + i, i in 0..cnt-1
-            # Inner loops run over i from 0 on 1-D views, which lets LLVM drop
-            # negative-index checks and vectorize them.
-            # incomplete: Cr(s, s+k) + Cl(s+k+1, s+w), k in 0..w-1
+        P = n + 1 - lo
+        for x in range(P):
+            CR[0, x] = 0.0
+            CL[0, x] = 0.0
+        for w in range(1, P):
+            cnt = P - w
+            # incomplete: Cr(x, x+k) + Cl(x+k+1, x+w), k in 0..w-1
             for i in range(cnt):
                 best[i] = _NEG
-                arg[i] = 0
             for k in range(w):
-                a = CR[k, lo:]
-                c = CL[w - k - 1, lo + k + 1:]
-                k32 = np.int32(k)
+                a = CR[k]
+                c = CL[w - k - 1, k + 1:]
                 for i in range(cnt):
-                    v = a[i] + c[i]
-                    if v > best[i]:
-                        best[i] = v
-                        arg[i] = k32
+                    best[i] = max(best[i], a[i] + c[i])
             for i in range(cnt):
                 s = lo + i
-                IB[w, s] = arg[i]
-                IR[w, s] = best[i] + scores[b, s, s + w]
-                IL[w, s] = best[i] + scores[b, s + w, s]
+                IS[w, i] = best[i]
+                IR[w, i] = best[i] + scores[b, s, s + w]
+                IL[w, i] = best[i] + scores[b, s + w, s]
             if lo == 0:
                 IL[w, 0] = _NEG   # the root never takes a head
-            # left complete: Cl(s, s+k) + Il(s+k, s+w), k in 0..w-1
+            # left complete: Cl(x, x+k) + Il(x+k, x+w), k in 0..w-1
             for i in range(cnt):
                 best[i] = _NEG
-                arg[i] = 0
             for k in range(w):
-                a = CL[k, lo:]
-                c = IL[w - k, lo + k:]
-                k32 = np.int32(k)
+                a = CL[k]
+                c = IL[w - k, k:]
                 for i in range(cnt):
-                    v = a[i] + c[i]
-                    if v > best[i]:
-                        best[i] = v
-                        arg[i] = k32
+                    best[i] = max(best[i], a[i] + c[i])
             for i in range(cnt):
-                CL[w, lo + i] = best[i]
-                CLB[w, lo + i] = arg[i]
-            # right complete: Ir(s, s+k) + Cr(s+k, s+w), k in 1..w
+                CL[w, i] = best[i]
+            # right complete: Ir(x, x+k) + Cr(x+k, x+w), k in 1..w
             for i in range(cnt):
                 best[i] = _NEG
-                arg[i] = w
             for k in range(1, w + 1):
-                a = IR[k, lo:]
-                c = CR[w - k, lo + k:]
-                k32 = np.int32(k)
+                a = IR[k]
+                c = CR[w - k, k:]
                 for i in range(cnt):
-                    v = a[i] + c[i]
-                    if v > best[i]:
-                        best[i] = v
-                        arg[i] = k32
+                    best[i] = max(best[i], a[i] + c[i])
             for i in range(cnt):
-                CR[w, lo + i] = best[i]
-                CRB[w, lo + i] = arg[i]
-        # item types on the stack: 0 Cr, 1 Cl, 2 arc s->t, 3 arc t->s; (typ, s, t)
+                CR[w, i] = best[i]
+        # item types on the stack: 0 Cr, 1 Cl, 2 arc x->y, 3 arc y->x;
+        # (typ, x, y) in chart nodes
         if single_root:
             top = _NEG
-            m_best = 1
-            for m in range(1, n + 1):
-                v = scores[b, 0, m] + CL[m - 1, 1] + CR[n - m, m]
+            x_best = 0
+            for x in range(P):
+                v = scores[b, 0, x + 1] + CL[x, 0] + CR[P - 1 - x, x]
                 if v > top:
                     top = v
-                    m_best = m
+                    x_best = x
             if top == _NEG:
                 status[b] = 1
                 continue
-            heads[b, m_best] = 0
+            heads[b, x_best + 1] = 0
             stack[0, 0] = 1
-            stack[0, 1] = 1
-            stack[0, 2] = m_best
+            stack[0, 1] = 0
+            stack[0, 2] = x_best
             stack[1, 0] = 0
-            stack[1, 1] = m_best
-            stack[1, 2] = n
+            stack[1, 1] = x_best
+            stack[1, 2] = P - 1
             sp = 2
         else:
-            if CR[n, 0] == _NEG:
+            if CR[P - 1, 0] == _NEG:
                 status[b] = 1
                 continue
             stack[0, 0] = 0
             stack[0, 1] = 0
-            stack[0, 2] = n
+            stack[0, 2] = P - 1
             sp = 1
         while sp > 0:
             sp -= 1
             typ = stack[sp, 0]
-            s = stack[sp, 1]
-            t = stack[sp, 2]
-            w = t - s
+            x = stack[sp, 1]
+            y = stack[sp, 2]
+            w = y - x
             if w == 0:
                 continue
             if typ == 0:
-                r = s + CRB[w, s]
+                target = CR[w, x]
+                r = y
+                for k in range(1, w + 1):
+                    if IR[k, x] + CR[w - k, x + k] == target:
+                        r = x + k
+                        break
                 stack[sp, 0] = 2
-                stack[sp, 1] = s
+                stack[sp, 1] = x
                 stack[sp, 2] = r
                 stack[sp + 1, 0] = 0
                 stack[sp + 1, 1] = r
-                stack[sp + 1, 2] = t
+                stack[sp + 1, 2] = y
             elif typ == 1:
-                r = s + CLB[w, s]
+                target = CL[w, x]
+                r = x
+                for k in range(w):
+                    if CL[k, x] + IL[w - k, x + k] == target:
+                        r = x + k
+                        break
                 stack[sp, 0] = 1
-                stack[sp, 1] = s
+                stack[sp, 1] = x
                 stack[sp, 2] = r
                 stack[sp + 1, 0] = 3
                 stack[sp + 1, 1] = r
-                stack[sp + 1, 2] = t
+                stack[sp + 1, 2] = y
             else:
                 if typ == 2:
-                    heads[b, t] = s
+                    heads[b, y + lo] = x + lo
                 else:
-                    heads[b, s] = t
-                r = s + IB[w, s]
+                    heads[b, x + lo] = y + lo
+                target = IS[w, x]
+                r = x
+                for k in range(w):
+                    if CR[k, x] + CL[w - k - 1, x + k + 1] == target:
+                        r = x + k
+                        break
                 stack[sp, 0] = 0
-                stack[sp, 1] = s
+                stack[sp, 1] = x
                 stack[sp, 2] = r
                 stack[sp + 1, 0] = 1
                 stack[sp + 1, 1] = r + 1
-                stack[sp + 1, 2] = t
+                stack[sp + 1, 2] = y
             sp += 2
 
 

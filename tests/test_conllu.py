@@ -184,6 +184,7 @@ def test_crlf_bom_and_missing_final_blank_line_are_normalised():
     canonical = read_text(GOOD)
     crlf = GOOD.replace("\n", "\r\n").encode("utf-8")
     assert format_conllu(read_text(crlf)) == GOOD
+    assert format_conllu(iter_conllu(io.BytesIO(crlf * 3), chunk_bytes=50)) == GOOD * 3
     assert format_conllu(read_text(b"\xef\xbb\xbf" + GOOD.encode())) == GOOD
     assert format_conllu(read_text(GOOD[:-1])) == GOOD
     assert format_conllu(read_text(GOOD.replace("\n\n#", "\n\n\n\n#"))) == GOOD

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import io
 import os
-import re
 import sys
 import tempfile
 from collections.abc import Iterable, Iterator
@@ -673,10 +672,11 @@ def iter_conllu(
                 data, pending = pending, b""
             else:
                 pending += block
-                cut = pending.rfind(b"\n\n")
-                if cut < 0:
+                # cut after the last blank line (LF or CRLF files)
+                cut = max(pending.rfind(b"\n\n") + 2, pending.rfind(b"\n\r\n") + 3)
+                if cut < 3:
                     continue
-                data, pending = pending[: cut + 2], pending[cut + 2 :]
+                data, pending = pending[:cut], pending[cut:]
             if not data:
                 continue
             for s in _parse_chunk(data, name, line, allow_missing_heads, format):

@@ -390,3 +390,27 @@ def test_random_sentences_round_trip(sents):
         assert a.heads.tolist() == b.heads.tolist()
         assert a.deprels[1:].tolist() == b.deprels[1:].tolist()
         assert a.comments == b.comments and a.extra == b.extra
+
+
+# ----------------------------------------------------------------------------
+# fuzzing: any corruption is either read or rejected with a FormatError
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, len(GOOD.encode())), st.integers(0, 3),
+                          st.sampled_from([b"\t", b"\n", b"", b"0", b"7", b"_", b"-", b".", b"#", b"\xff", b" ",
+                                           b"1-2", b"\xc3"])),
+                min_size=1, max_size=4))
+def test_corrupted_input_never_crashes(edits):
+    data = bytearray(GOOD.encode("utf-8"))
+    for pos, cut, ins in edits:
+        pos = min(pos, len(data))
+        data[pos : pos + cut] = ins
+    try:
+        sents = read_text(bytes(data))
+    except FormatError as e:
+        assert e.line is not None and 1 <= e.line <= data.count(b"\n") + 1
+        assert "\n" not in str(e)
+    else:
+        text = format_conllu(sents)
+        assert format_conllu(read_text(text)) == text  # what was accepted is valid

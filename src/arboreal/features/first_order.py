@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from arboreal.features.hashing import arc_ids, compile_templates
+from arboreal.features.hashing import arc_ids, arc_scores_kernel, compile_templates, group_hashes
 
 ATTRS = ("word", "p5", "pos", "xpos", "lemma", "feats", "suf3", "long")
 ATTR_INDEX = {a: i for i, a in enumerate(ATTRS)}
@@ -190,7 +190,7 @@ class FeatureSet:
             encs = self.encode(sentences)
             for enc, s in zip(encs, sentences):
                 _count_tree(enc.codes, self.table, s.heads.astype(np.int64), LONG,
-                            self.dim - 1, counts)
+                            self.bits, counts)
             self.allowed = counts >= self.cutoff
         return self
 
@@ -236,7 +236,7 @@ class FeatureSet:
 
         O(n^2 T + n^3 T_between) gathers from ``weights`` (shape (dim,), any float dtype).
         """
-        return _arc_scores(enc.codes, self.table, weights, LONG, self.dim - 1)
+        return arc_scores_kernel(enc.codes, self.table, weights, LONG, self.bits)
 
     def accumulate(self, enc: EncodedSentence, coef: np.ndarray, out: np.ndarray,
                    scale: float = 1.0) -> None:
@@ -246,7 +246,7 @@ class FeatureSet:
         the cut-off are skipped. Cost O(nnz(coef) * T (+ n T_between)).
         """
         _accumulate(enc.codes, self.table, np.ascontiguousarray(coef, dtype=np.float64), out,
-                    float(scale), LONG, self.dim - 1, self._mask_arg())
+                    float(scale), LONG, self.bits, self._mask_arg())
 
     def accumulate_tree(self, enc: EncodedSentence, heads: np.ndarray, out: np.ndarray,
                         scale: float = 1.0) -> None:
@@ -266,7 +266,7 @@ class FeatureSet:
         Buckets masked by the cut-off are dropped.
         """
         return _arc_features(enc.codes, self.table, np.asarray(hs, dtype=np.int64),
-                             np.asarray(ms, dtype=np.int64), LONG, self.dim - 1,
+                             np.asarray(ms, dtype=np.int64), LONG, self.bits,
                              self._mask_arg())
 
     # ------------------------------------------------------------------ persistence
@@ -305,33 +305,17 @@ def _n_buf(table, n):
 
 
 @njit(cache=True)
-def _arc_scores(codes, table, w, long_attr, mask):
-    n = codes.shape[1] - 3
-    out = np.zeros((n + 1, n + 1))
-    buf = np.empty(_n_buf(table, n), dtype=np.int64)
-    for h in range(n + 1):
-        for m in range(1, n + 1):
-            if h == m:
-                continue
-            k = arc_ids(codes, table, h, m, _EMPTY_HEADS, long_attr, mask, buf)
-            s = 0.0
-            for i in range(k):
-                s += w[buf[i]]
-            out[h, m] = s
-    return out
-
-
-@njit(cache=True)
-def _accumulate(codes, table, coef, out, scale, long_attr, mask, allowed):
+def _accumulate(codes, table, coef, out, scale, long_attr, bits, allowed):
     n = codes.shape[1] - 3
     buf = np.empty(_n_buf(table, n), dtype=np.int64)
+    G = group_hashes(codes, table, _EMPTY_HEADS)
     use_mask = allowed.shape[0] > 0
     for h in range(n + 1):
         for m in range(1, n + 1):
             c = coef[h, m]
             if c == 0.0 or h == m:
                 continue
-            k = arc_ids(codes, table, h, m, _EMPTY_HEADS, long_attr, mask, buf)
+            k = arc_ids(codes, table, G, h, m, _EMPTY_HEADS, long_attr, bits, buf)
             v = scale * c
             for i in range(k):
                 f = buf[i]
@@ -341,16 +325,17 @@ def _accumulate(codes, table, coef, out, scale, long_attr, mask, allowed):
 
 
 @njit(cache=True)
-def _arc_features(codes, table, hs, ms, long_attr, mask, allowed):
+def _arc_features(codes, table, hs, ms, long_attr, bits, allowed):
     n = codes.shape[1] - 3
     buf = np.empty(_n_buf(table, n), dtype=np.int64)
+    G = group_hashes(codes, table, _EMPTY_HEADS)
     use_mask = allowed.shape[0] > 0
     offsets = np.zeros(hs.shape[0] + 1, dtype=np.int64)
     cap = max(16, hs.shape[0] * buf.shape[0] // 2)
     ids = np.empty(cap, dtype=np.int64)
     pos = 0
     for i in range(hs.shape[0]):
-        k = arc_ids(codes, table, hs[i], ms[i], _EMPTY_HEADS, long_attr, mask, buf)
+        k = arc_ids(codes, table, G, hs[i], ms[i], _EMPTY_HEADS, long_attr, bits, buf)
         if pos + k > ids.shape[0]:
             new = np.empty(max(2 * ids.shape[0], pos + k), dtype=np.int64)
             new[:pos] = ids[:pos]
@@ -366,13 +351,14 @@ def _arc_features(codes, table, hs, ms, long_attr, mask, allowed):
 
 
 @njit(cache=True)
-def _count_tree(codes, table, heads, long_attr, mask, counts):
+def _count_tree(codes, table, heads, long_attr, bits, counts):
     n = codes.shape[1] - 3
     buf = np.empty(_n_buf(table, n), dtype=np.int64)
+    G = group_hashes(codes, table, _EMPTY_HEADS)
     for m in range(1, n + 1):
         h = heads[m]
         if h < 0:
             continue
-        k = arc_ids(codes, table, h, m, _EMPTY_HEADS, long_attr, mask, buf)
+        k = arc_ids(codes, table, G, h, m, _EMPTY_HEADS, long_attr, bits, buf)
         for i in range(k):
             counts[buf[i]] += 1

@@ -4,9 +4,11 @@ A *template* is a conjunction of token attributes read at positions anchored on 
 arc being scored (head ``h``, modifier ``m``, a word ``b`` between them, the
 grandparent, a child of ``m``, a sibling of ``m``) with an offset of -1, 0 or +1.
 A feature id is a 64-bit hash of ``(template id, code_1, ..., code_k)`` reduced to
-``2**bits`` buckets; every template fires twice, once plain and once conjoined with
-the attachment direction and distance bucket (as MSTParser does: the plain copy is
-the back-off of the conjoined one).
+a block of ``BLOCK`` weights among ``2**bits``; every template fires twice, once
+plain (offset 0 of the block) and once conjoined with the attachment direction and
+distance bucket (offset 1..14), as MSTParser does: the plain copy is the back-off of
+the conjoined one. Keeping both in one cache line halves the memory traffic of
+scoring, which is bound by random gathers from the weight vector.
 
 Templates are data: an int64 table ``(T, 3 + 3 * MAX_SLOTS)`` with rows
 ``[n_slots, cond, loop_anchor, attr_1, anchor_1, offset_1, ...]``, interpreted by the
@@ -22,6 +24,10 @@ import numpy as np
 from numba import njit
 
 MAX_SLOTS = 4
+#: a feature owns a block of BLOCK consecutive weights (one 64-byte cache line in
+#: float32): the plain feature at offset 0, its conjunctions with (direction,
+#: distance bucket) at offsets 1..14, so scoring both costs one cache miss
+BLOCK = 16
 # anchors
 HEAD, MOD, BETWEEN, GRAND, CHILD, SIBLING = 0, 1, 2, 3, 4, 5
 #: anchors that iterate (a template holds at most one of them)
@@ -68,66 +74,92 @@ def _bucket(d):
     return d - 1
 
 
+@njit(cache=True)
+def group_hashes(codes, tmpl, heads):
+    """Partial hashes ``G[g, p + 1, t]`` of the slots of template t anchored in group g
+    (0 head, 1 modifier, 2 iterating anchor, 3 grandparent) read at position p (-1..n).
+
+    Each is a fully mixed 64-bit value (seeded by template and group), so an arc's
+    feature hash is just ``(G[0,h+1,t] ^ G[1,m+1,t] ^ G[2,x+1,t] ^ G[3,g+1,t]) * C``
+    and its block the top ``bits`` bits of that. Computed once per sentence, O(T n).
+    """
+    n = codes.shape[1] - 3
+    T = tmpl.shape[0]
+    G = np.empty((4, n + 2, T), dtype=np.uint64)
+    for t in range(T):
+        ns = tmpl[t, 0]
+        for grp in range(4):
+            seed = _mix(np.uint64(0xCBF29CE484222325), (t + 1) * 8 + grp)
+            for p in range(-1, n + 1):
+                hv = seed
+                for s in range(ns):
+                    anchor = tmpl[t, 4 + 3 * s]
+                    ag = anchor if anchor < 2 else (3 if anchor == 3 else 2)
+                    if ag != grp:
+                        continue
+                    q = p + tmpl[t, 5 + 3 * s]
+                    if q < -1:
+                        q = -1
+                    elif q > n + 1:
+                        q = n + 1
+                    hv = _mix(hv, codes[tmpl[t, 3 + 3 * s], q + 1])
+                G[grp, p + 1, t] = _fmix(hv)
+    return G
+
+
 @njit(cache=True, inline="always")
-def _pos_of(anchor, h, m, g, x, n):
-    if anchor == 0:
-        p = h
-    elif anchor == 1:
-        p = m
-    elif anchor == 3:
-        p = g
-    else:
-        p = x
-    return p
+def _dd(h, m):
+    """Slot of the (direction, distance bucket) conjunction inside a feature's block: 1..14."""
+    d = m - h
+    if d > 0:
+        return 1 + _bucket(d)
+    return 8 + _bucket(-d)
+
+
+@njit(cache=True, inline="always")
+def _fires(codes, cond, long_attr, h, m):
+    if cond == 0 or long_attr < 0:
+        return True
+    if (cond & 1) and codes[long_attr, h + 1] != 0:
+        return True
+    if (cond & 2) and codes[long_attr, m + 1] != 0:
+        return True
+    return False
+
+
+@njit(cache=True, inline="always")
+def _block(v, shift):
+    return np.int64(((v * _K) >> shift) & ~np.uint64(BLOCK - 1))
 
 
 @njit(cache=True)
-def arc_ids(codes, tmpl, h, m, heads, long_attr, mask, buf):
+def arc_ids(codes, tmpl, G, h, m, heads, long_attr, bits, buf):
     """Write the feature ids of arc (h, m) into ``buf``; return how many.
 
-    codes (A, n+3) int32; tmpl (T, 3+3*MAX_SLOTS) int64; heads (n+1,) int (only read
-    by templates anchored on the grandparent, children or siblings; may be empty
-    otherwise); long_attr: attribute row holding the "word longer than 5 chars" flag
-    (or -1); mask = 2**bits - 1. ``buf`` must hold ``2 * (T_plain + T_loop * (n+1))``.
-    Cost O(T + T_loop * n).
+    codes (A, n+3) int32; tmpl (T, 3+3*MAX_SLOTS) int64; G = group_hashes(...);
+    heads (n+1,) int (read only by templates anchored on the grandparent, children or
+    siblings; may be empty otherwise); long_attr: attribute row of the "word longer
+    than 5 characters" flag (or -1); weights have 2**bits entries. ``buf`` must hold
+    ``2 * (T + T_loop * (n+2))`` ids. Cost O(T + T_loop * n).
     """
     n = codes.shape[1] - 3
-    d = m - h
-    dist = d if d > 0 else -d
-    dd = np.uint64((1 if d > 0 else 2) * 16 + _bucket(dist) + 1) * _K
+    dd = _dd(h, m)
     g = -1
     if heads.shape[0] > 0 and h >= 0:
         g = heads[h]
     lo = h if h < m else m
     hi = m if h < m else h
-    umask = np.uint64(mask)
+    shift = np.uint64(64 - bits)
     k = 0
-    T = tmpl.shape[0]
-    for t in range(T):
-        ns = tmpl[t, 0]
-        cond = tmpl[t, 1]
+    for t in range(tmpl.shape[0]):
+        if not _fires(codes, tmpl[t, 1], long_attr, h, m):
+            continue
         loop = tmpl[t, 2]
-        if cond != 0 and long_attr >= 0:
-            ok = False
-            if (cond & 1) and codes[long_attr, h + 1] != 0:
-                ok = True
-            if (cond & 2) and codes[long_attr, m + 1] != 0:
-                ok = True
-            if not ok:
-                continue
-        base = _mix(np.uint64(0xCBF29CE484222325), t + 1)
+        hv0 = G[0, h + 1, t] ^ G[1, m + 1, t] ^ G[3, g + 1, t]
         if loop < 0:
-            hv = base
-            for s in range(ns):
-                a = tmpl[t, 3 + 3 * s]
-                p = _pos_of(tmpl[t, 4 + 3 * s], h, m, g, -1, n) + tmpl[t, 5 + 3 * s]
-                if p < -1:
-                    p = -1
-                elif p > n + 1:
-                    p = n + 1
-                hv = _mix(hv, codes[a, p + 1])
-            buf[k] = np.int64(_fmix(hv) & umask)
-            buf[k + 1] = np.int64(_fmix(hv ^ dd) & umask)
+            base = _block(hv0 ^ G[2, 0, t], shift)
+            buf[k] = base
+            buf[k + 1] = base + dd
             k += 2
         else:
             for x in range(0, n + 1):
@@ -140,19 +172,100 @@ def arc_ids(codes, tmpl, h, m, heads, long_attr, mask, buf):
                 else:
                     if x == 0 or x == m or heads[x] != h:
                         continue
-                hv = base
-                for s in range(ns):
-                    a = tmpl[t, 3 + 3 * s]
-                    p = _pos_of(tmpl[t, 4 + 3 * s], h, m, g, x, n) + tmpl[t, 5 + 3 * s]
-                    if p < -1:
-                        p = -1
-                    elif p > n + 1:
-                        p = n + 1
-                    hv = _mix(hv, codes[a, p + 1])
-                buf[k] = np.int64(_fmix(hv) & umask)
-                buf[k + 1] = np.int64(_fmix(hv ^ dd) & umask)
+                base = _block(hv0 ^ G[2, x + 1, t], shift)
+                buf[k] = base
+                buf[k + 1] = base + dd
                 k += 2
     return k
+
+
+@njit(cache=True)
+def arc_scores_kernel(codes, tmpl, w, long_attr, bits):
+    """(n+1, n+1) arc scores for templates without grandparent/child/sibling anchors.
+
+    Iterating (between) templates are summed by class: for a fixed head the modifier
+    sweeps outwards while counts of the distinct between-word hashes are kept, so an
+    arc costs O(#distinct classes between) instead of O(distance).
+    """
+    n = codes.shape[1] - 3
+    T = tmpl.shape[0]
+    G = group_hashes(codes, tmpl, np.zeros(0, dtype=np.int64))
+    shift = np.uint64(64 - bits)
+    out = np.zeros((n + 1, n + 1))
+    nloop = 0
+    for t in range(T):
+        if tmpl[t, 2] >= 0:
+            nloop += 1
+    plain_t = np.empty(T - nloop, dtype=np.int64)
+    cond_t = np.empty(T - nloop, dtype=np.int64)
+    loop_t = np.empty(nloop, dtype=np.int64)
+    cls = np.empty((nloop, n + 2), dtype=np.int64)
+    rep = np.empty((nloop, n + 2), dtype=np.uint64)
+    li = 0
+    pi = 0
+    for t in range(T):
+        if tmpl[t, 2] < 0:
+            plain_t[pi] = t
+            cond_t[pi] = tmpl[t, 1] if long_attr >= 0 else 0
+            pi += 1
+            continue
+        loop_t[li] = t
+        col = G[2, :, t].copy()
+        order = np.argsort(col)
+        c = -1
+        prev = np.uint64(0)
+        for j in range(n + 2):
+            v = col[order[j]]
+            if j == 0 or v != prev:
+                c += 1
+                rep[li, c] = v
+                prev = v
+            cls[li, order[j]] = c
+        li += 1
+    cnt = np.zeros((nloop, n + 2), dtype=np.int64)
+    active = np.empty((nloop, n + 2), dtype=np.int64)
+    nact = np.zeros(nloop, dtype=np.int64)
+    hx = np.empty(T, dtype=np.uint64)
+    for h in range(n + 1):
+        for t in range(T):
+            hx[t] = G[0, h + 1, t] ^ G[3, 0, t] ^ G[2, 0, t]
+        hlong = long_attr >= 0 and codes[long_attr, h + 1] != 0
+        for direction in range(2):
+            step = 1 if direction == 0 else -1
+            m = h + step
+            for li in range(nloop):
+                for j in range(nact[li]):
+                    cnt[li, active[li, j]] = 0
+                nact[li] = 0
+            while 1 <= m <= n:
+                dd = _dd(h, m)
+                mlong = long_attr >= 0 and codes[long_attr, m + 1] != 0
+                s = 0.0
+                for i in range(plain_t.shape[0]):
+                    cond = cond_t[i]
+                    if cond != 0:
+                        if not (((cond & 1) and hlong) or ((cond & 2) and mlong)):
+                            continue
+                    t = plain_t[i]
+                    base = _block(hx[t] ^ G[1, m + 1, t], shift)
+                    s += w[base] + w[base + dd]
+                for li in range(nloop):
+                    t = loop_t[li]
+                    hv0 = G[0, h + 1, t] ^ G[1, m + 1, t] ^ G[3, 0, t]
+                    for j in range(nact[li]):
+                        c = active[li, j]
+                        base = _block(hv0 ^ rep[li, c], shift)
+                        s += cnt[li, c] * (w[base] + w[base + dd])
+                out[h, m] = s
+                # word m now lies between h and the next modifier
+                for li in range(nloop):
+                    c = cls[li, m + 1]
+                    if cnt[li, c] == 0:
+                        active[li, nact[li]] = c
+                        nact[li] += 1
+                    cnt[li, c] += 1
+                m += step
+    return out
 
 
 def reference_arc_ids(codes: np.ndarray, tmpl: np.ndarray, h: int, m: int,
@@ -171,10 +284,9 @@ def reference_arc_ids(codes: np.ndarray, tmpl: np.ndarray, h: int, m: int,
 
     n = codes.shape[1] - 3
     d = m - h
-    dd = (((1 if d > 0 else 2) * 16 + distance_bucket(abs(d)) + 1) * 0x9E3779B97F4A7C15) & _MASK64
+    dd = 1 + distance_bucket(d) if d > 0 else 8 + distance_bucket(-d)
     g = int(heads[h]) if len(heads) and h >= 0 else -1
     lo, hi = min(h, m), max(h, m)
-    mask = (1 << bits) - 1
     out: list[int] = []
     for t, row in enumerate(tmpl.tolist()):
         ns, cond, loop = row[0], row[1], row[2]
@@ -190,14 +302,20 @@ def reference_arc_ids(codes: np.ndarray, tmpl: np.ndarray, h: int, m: int,
         else:
             xs = [x for x in range(1, n + 1) if x != m and heads[x] == h]
         for x in xs:
-            hv = mix(0xCBF29CE484222325, t + 1)
-            for s in range(ns):
-                a, anchor, off = row[3 + 3 * s: 6 + 3 * s]
-                p = {HEAD: h, MOD: m, GRAND: g}.get(anchor, x) + off
-                p = min(max(p, -1), n + 1)
-                hv = mix(hv, int(codes[a, p + 1]))
-            out.append(fmix(hv) & mask)
-            out.append(fmix(hv ^ dd) & mask)
+            v = 0
+            for grp, p in ((0, h), (1, m), (3, g), (2, x)):
+                hv = mix(0xCBF29CE484222325, (t + 1) * 8 + grp)
+                for s in range(ns):
+                    a, anchor, off = row[3 + 3 * s: 6 + 3 * s]
+                    ag = anchor if anchor < 2 else (3 if anchor == GRAND else 2)
+                    if ag != grp:
+                        continue
+                    q = min(max(p + off, -1), n + 1)
+                    hv = mix(hv, int(codes[a, q + 1]))
+                v ^= fmix(hv)
+            base = (((v * 0x9E3779B97F4A7C15) & _MASK64) >> (64 - bits)) & ~(BLOCK - 1)
+            out.append(base)
+            out.append(base + dd)
     return out
 
 

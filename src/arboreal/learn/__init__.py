@@ -43,6 +43,10 @@ class ArcFactoredData:
     heads: list of gold heads arrays (n+1,), ``heads[0] = -1``.
     projective: decode with Eisner (True) or Chu-Liu-Edmonds (False).
     single_root: exactly one word attached to the root.
+    progress: optional ``progress(iterable, epoch) -> iterable`` wrapping the
+        sentence order of an epoch (the CLI passes a tqdm bar); learners iterate
+        ``data.wrap(order, epoch)``.
+    extra: free-form per-learner data (e.g. gold labels).
     """
 
     features: object
@@ -50,10 +54,15 @@ class ArcFactoredData:
     heads: list
     projective: bool = True
     single_root: bool = True
+    progress: Callable | None = None
     extra: dict = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.encoded)
+
+    def wrap(self, order, epoch: int):
+        """The sentence indices of one epoch, wrapped by ``progress`` if given."""
+        return order if self.progress is None else self.progress(order, epoch)
 
 
 EpochCallback = Callable[[int, np.ndarray], None]

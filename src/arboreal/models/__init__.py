@@ -1,0 +1,43 @@
+"""Parser models and model files.
+
+``load_model(path)`` reads any arboreal model file and dispatches on its metadata's
+``model_type``: "first-order" -> :class:`Parser`. Other model classes register
+with :func:`register_model_type` (``arboreal.models.higher_order`` is imported on
+demand when a file names a type not registered yet).
+"""
+from __future__ import annotations
+
+import importlib
+
+from arboreal.errors import ModelError
+from arboreal.models.parser import Parser, attachment_scores
+from arboreal.models.serialization import load_model_file
+
+__all__ = ["Parser", "load_model", "register_model_type", "MODEL_TYPES", "attachment_scores"]
+
+#: model_type -> class with ``from_file_contents(path, meta, arrays)``
+MODEL_TYPES: dict[str, type] = {"first-order": Parser}
+
+#: modules that register further model types when imported
+_PLUGIN_MODULES = ("arboreal.models.higher_order",)
+
+
+def register_model_type(name: str, cls: type) -> None:
+    """Make ``load_model`` dispatch files with ``model_type == name`` to ``cls``."""
+    MODEL_TYPES[name] = cls
+
+
+def load_model(path):
+    """Load a model file of any registered type (ModelError on a bad file)."""
+    meta, arrays = load_model_file(path)
+    kind = meta.get("model_type")
+    if kind not in MODEL_TYPES:
+        for module in _PLUGIN_MODULES:
+            try:
+                importlib.import_module(module)
+            except ModuleNotFoundError as exc:
+                if exc.name != module:
+                    raise
+    if kind not in MODEL_TYPES:
+        raise ModelError(f"{path}: unknown model type {kind!r}")
+    return MODEL_TYPES[kind].from_file_contents(str(path), meta, arrays)

@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
+from numba import njit
 
 from arboreal.errors import ModelError
 from arboreal.features.first_order import FeatureSet
@@ -89,6 +90,18 @@ def first_order_marginals(scores: np.ndarray, single_root: bool = True) -> np.nd
         e[:, 0] = 0.0
         return e
     return np.asarray(marginals(scores, projective=False, single_root=single_root))
+
+
+@njit(cache=True)
+def _scatter_sums(n, hs, ms, offsets, ids, w):
+    """arc[hs[i], ms[i]] = sum of w over the ids of arc i (CSR offsets)."""
+    arc = np.zeros((n + 1, n + 1))
+    for i in range(hs.shape[0]):
+        s = 0.0
+        for j in range(offsets[i], offsets[i + 1]):
+            s += w[ids[j]]
+        arc[hs[i], ms[i]] = s
+    return arc
 
 
 class _LabelTable:
@@ -174,7 +187,8 @@ class HigherOrderParser:
             grand-sibling, tri-sibling), overriding ``order``'s default.
         features: first-order template set of :class:`FeatureSet` ("mcdonald", "default").
         bits: hashed weight vector size 2**bits (shared by all part kinds).
-        epochs / pruner_epochs: perceptron passes of the model / of the pruner.
+        epochs / pruner_epochs: perceptron passes of the model / of the pruner
+            (order 1 with epochs=0: the first-order pruner alone is the parser).
         max_heads, threshold: pruning (K heads per word, marginal ratio).
         prune_temperature: the pruner's scores are divided by it before the
             marginals (perceptron scores are not calibrated probabilities).
@@ -210,6 +224,11 @@ class HigherOrderParser:
         self.labeler = _LabelTable()
         self.stats: dict = {}
 
+    @property
+    def first_order_only(self) -> bool:
+        """order 1 with 0 model epochs: the pruner (first-order, Eisner) is the parser."""
+        return not self.parts and self.epochs == 0
+
     # ------------------------------------------------------------------ decoding
     def _decode(self, arc: np.ndarray, index: PartIndex, ps: dict) -> np.ndarray:
         p = set(self.parts)
@@ -225,7 +244,7 @@ class HigherOrderParser:
                                     single_root=sr, index=index)
 
     def _allowed(self, enc, gold: np.ndarray | None = None) -> np.ndarray:
-        scores = self.fs.arc_scores(enc, self.w_prune)
+        scores = self._kept_arc_scores(enc, None, self.w_prune)
         n = enc.n
         if n <= 1:
             allowed = np.ones((n + 1, n + 1), dtype=bool)
@@ -237,21 +256,24 @@ class HigherOrderParser:
             allowed[gold[1:], np.arange(1, n + 1)] = True
         return allowed
 
-    def _kept_arc_scores(self, enc, allowed: np.ndarray, w: np.ndarray) -> np.ndarray:
-        """First-order scores of the kept arcs only (others 0: the decoders skip them).
+    def _kept_arc_scores(self, enc, allowed: np.ndarray | None, w: np.ndarray) -> np.ndarray:
+        """First-order scores of the kept arcs (all arcs when ``allowed`` is None; pruned
+        ones stay 0, the decoders skip them), from ``FeatureSet.arc_features``, the
+        same feature ids that ``accumulate`` updates.
 
-        Hashing only the K-per-word kept arcs instead of all n^2 makes this several
-        times cheaper than ``FeatureSet.arc_scores`` on real sentences.
+        Hashing only the K-per-word kept arcs instead of all n^2 makes the model's
+        arc scoring several times cheaper than the pruner's.
         """
         n = enc.n
+        if allowed is None:
+            allowed = np.ones((n + 1, n + 1), dtype=bool)
+            allowed[:, 0] = False
+            np.fill_diagonal(allowed, False)
         hs, ms = np.nonzero(allowed)
-        arc = np.zeros((n + 1, n + 1))
-        if hs.size:
-            offsets, ids = self.fs.arc_features(enc, hs, ms)
-            sums = np.add.reduceat(np.append(w[ids], 0.0), np.minimum(offsets[:-1], ids.size))
-            sums[offsets[:-1] == offsets[1:]] = 0.0
-            arc[hs, ms] = sums
-        return arc
+        if not hs.size:
+            return np.zeros((n + 1, n + 1))
+        offsets, ids = self.fs.arc_features(enc, hs, ms)
+        return _scatter_sums(n, hs, ms, offsets, ids, w)
 
     def _predict(self, enc, allowed: np.ndarray, w: np.ndarray) -> np.ndarray:
         index = PartIndex.compact(allowed)
@@ -296,26 +318,50 @@ class HigherOrderParser:
         return w - u / c
 
     def train(self, sentences: Sequence, dev: Sequence | None = None,
-              log: Callable[[str], None] | None = None) -> "HigherOrderParser":
-        """Train pruner, higher-order model and labeler on gold-tree sentences."""
+              log: Callable[[str], None] | None = None,
+              pruner: "HigherOrderParser | None" = None) -> "HigherOrderParser":
+        """Train pruner, higher-order model and labeler on gold-tree sentences.
+
+        ``pruner``: a trained parser whose first-order pruner (feature vocabularies
+        and weights) is reused instead of training a new one; it must have been
+        trained on the same sentences. ``dev`` is unused (kept for the CLI's
+        signature).
+        """
         sentences = [s for s in sentences if len(s) > 0]
         if not sentences:
             raise ModelError("no training sentences")
         for s in sentences:
             if not s.has_heads:
                 raise ModelError("training sentences need gold heads")
-        self.fs = FeatureSet(self.features_name, bits=self.bits).fit(sentences)
+        t0 = time.perf_counter()
+        if pruner is not None:
+            if pruner.bits != self.bits or pruner.w_prune is None:
+                raise ModelError("the pruner to reuse is untrained or has other bits")
+            self.fs = pruner.fs
+            self.w_prune = pruner.w_prune
+            self.features_name, self.pruner_epochs = pruner.features_name, pruner.pruner_epochs
+        else:
+            self.fs = FeatureSet(self.features_name, bits=self.bits).fit(sentences)
         encs = self.fs.encode(sentences)
         golds = [np.asarray(s.heads, dtype=np.int64) for s in sentences]
-        t0 = time.perf_counter()
 
         def decode_first(i, w):
-            return sibling_decode(self.fs.arc_scores(encs[i], w), None,
+            return sibling_decode(self._kept_arc_scores(encs[i], None, w), None,
                                   single_root=self.single_root)
 
-        self.w_prune = self._perceptron(encs, golds, self.pruner_epochs, decode_first, False,
-                                        log, "pruner")
-        t1 = time.perf_counter()
+        if pruner is None:
+            self.w_prune = self._perceptron(encs, golds, self.pruner_epochs, decode_first,
+                                            False, log, "pruner")
+            t1 = time.perf_counter()
+        else:
+            t1 = time.perf_counter()
+            t0 = t1 - pruner.stats.get("pruner_train_s", 0.0)
+        if self.first_order_only:
+            self.w_prune = self.w_prune.astype(np.float32).astype(np.float64)
+            self.w = np.zeros(0)
+            self.labeler.fit(sentences)
+            self.stats = {"pruner_train_s": t1 - t0}
+            return self
         allowed = [self._allowed(e, g) for e, g in zip(encs, golds)]
         kept = sum(int(a.sum()) for a in allowed)
         words = sum(e.n for e in encs)
@@ -346,7 +392,11 @@ class HigherOrderParser:
             if n == 0:
                 out.append(np.array([-1], dtype=np.int64))
                 continue
-            out.append(self._predict(enc, self._allowed(enc), self.w))
+            if self.first_order_only:
+                out.append(sibling_decode(self._kept_arc_scores(enc, None, self.w_prune), None,
+                                          single_root=self.single_root))
+            else:
+                out.append(self._predict(enc, self._allowed(enc), self.w))
         return out
 
     def parse(self, sentences: Sequence) -> list:

@@ -1,0 +1,275 @@
+"""The first-order (arc-factored) parser: hashed features, online learning, exact decoding.
+
+``Parser.train`` fits the feature vocabularies, trains the label classifier on the
+gold trees (see :mod:`arboreal.models.labeler` for the two-stage design), then runs
+an arc learner from :data:`arboreal.learn.LEARNERS`; with a dev set it evaluates UAS
+and LAS after every epoch and keeps the best epoch's weights.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+
+from arboreal.errors import ArborealError, ModelError
+from arboreal.features.first_order import ATTRS, FeatureSet
+from arboreal.learn import ArcFactoredData, decode, get_learner
+from arboreal.models.labeler import Labeler, label_templates
+from arboreal.models.serialization import (dense_vector, load_model_file, save_model_file,
+                                           sparse_vector)
+
+DECODERS = ("eisner", "cle", "auto")
+
+
+@dataclass
+class EpochReport:
+    """What ``Parser.train`` reports after each epoch (passed to ``log``)."""
+
+    epoch: int
+    seconds: float
+    dev_uas: float | None
+    dev_las: float | None
+    best: bool
+
+
+def attachment_scores(gold: list, pred_heads: list, pred_labels: list | None = None
+                      ) -> tuple[float, float]:
+    """(UAS, LAS) in percent over every word of ``gold`` sentences."""
+    total = correct = lcorrect = 0
+    for i, s in enumerate(gold):
+        ok = np.asarray(pred_heads[i])[1:] == s.heads[1:]
+        total += len(s)
+        correct += int(ok.sum())
+        if pred_labels is not None:
+            lok = ok & (np.asarray(pred_labels[i], dtype=object)[1:] == s.deprels[1:])
+            lcorrect += int(lok.sum())
+    if total == 0:
+        return 0.0, 0.0
+    return 100.0 * correct / total, 100.0 * lcorrect / total
+
+
+def _check_trees(sentences: list, what: str) -> None:
+    for k, s in enumerate(sentences):
+        if not s.has_heads:
+            raise ArborealError(f"{what}: sentence {k + 1} has words without a head; "
+                                "training and dev data need complete trees")
+
+
+def _is_projective(heads: np.ndarray) -> bool:
+    n = len(heads) - 1
+    for m in range(1, n + 1):
+        h = heads[m]
+        lo, hi = min(h, m), max(h, m)
+        for x in range(lo + 1, hi):
+            a = x
+            while a > 0 and a != h:
+                a = heads[a]
+            if a != h:
+                return False
+    return True
+
+
+class Parser:
+    """First-order spanning-tree parser (McDonald, Crammer & Pereira 2006).
+
+    Attributes: ``features`` (:class:`FeatureSet`), ``weights`` (dim,) float32,
+    ``labeler`` (:class:`Labeler`), ``decoder`` ("eisner" or "cle"), ``single_root``,
+    ``meta`` (training options and history, saved with the model).
+    """
+
+    model_type = "first-order"
+
+    def __init__(self, features: FeatureSet, weights: np.ndarray, labeler: Labeler,
+                 decoder: str = "eisner", single_root: bool = True, meta: dict | None = None):
+        self.features = features
+        self.weights = np.asarray(weights, dtype=np.float32)
+        self.labeler = labeler
+        self.decoder = decoder
+        self.single_root = bool(single_root)
+        self.meta = dict(meta or {})
+
+    # ------------------------------------------------------------------ training
+    @classmethod
+    def train(cls, train_sentences: list, dev: list | None = None, learner: str = "perceptron",
+              decoder: str = "eisner", single_root: bool = True, epochs: int = 10, seed: int = 0,
+              features: str = "default", hash_bits: int = 22, feature_cutoff: int = 0,
+              label_epochs: int | None = None, label_bits: int = 18,
+              progress: Callable | None = None, log: Callable[[EpochReport], None] | None = None,
+              **learner_options) -> "Parser":
+        """Train a parser.
+
+        train_sentences / dev: lists of Sentence with complete trees.
+        learner: a name in ``arboreal.learn.LEARNERS`` (perceptron, mira, kbest-mira,
+            factored-mira, ...); ``learner_options`` go to its constructor.
+        decoder: "eisner" (projective), "cle" (non-projective) or "auto" (train
+            non-projectively, then pick Eisner or CLE decoding by dev UAS; without dev,
+            CLE if the training data has non-projective trees, else Eisner).
+        features: "default" or "mcdonald"; hash_bits: 2**hash_bits weights;
+        feature_cutoff: keep features seen >= K times in gold training trees.
+        progress(iterable, epoch) wraps each epoch's iteration (progress bar);
+        log(EpochReport) is called after each epoch.
+        """
+        if decoder not in DECODERS:
+            raise ArborealError(f"unknown decoder {decoder!r}; choose from {', '.join(DECODERS)}")
+        if epochs < 1:
+            raise ArborealError("epochs must be at least 1")
+        if not train_sentences:
+            raise ArborealError("no training sentences")
+        _check_trees(train_sentences, "training data")
+        if dev:
+            _check_trees(dev, "dev data")
+        try:
+            learn = get_learner(learner, **learner_options)
+        except (ValueError, TypeError) as exc:
+            raise ArborealError(str(exc)) from None
+        t0 = time.perf_counter()
+        fs = FeatureSet(features, bits=hash_bits, cutoff=feature_cutoff).fit(train_sentences)
+        enc = fs.encode(train_sentences)
+        heads = [np.asarray(s.heads, dtype=np.int64) for s in train_sentences]
+        t_features = time.perf_counter() - t0
+
+        # second stage: labels, trained on gold trees
+        t0 = time.perf_counter()
+        labels = np.unique(np.concatenate([s.deprels[1:] for s in train_sentences]).astype(str))
+        used = set(ATTRS) if fs.name != "mcdonald" else {"word", "p5", "pos"}
+        labeler = Labeler(label_templates(used), labels, bits=label_bits)
+        labeler.fit(enc, heads, [s.deprels for s in train_sentences],
+                    epochs=label_epochs if label_epochs is not None else min(epochs, 10), seed=seed)
+        t_labels = time.perf_counter() - t0
+
+        train_decoder = "cle" if decoder == "auto" else decoder
+        parser = cls(fs, np.zeros(fs.dim, dtype=np.float32), labeler, train_decoder, single_root)
+        dev_enc = fs.encode(dev) if dev else None
+        history: list[dict] = []
+        best = {"uas": -1.0, "weights": None, "epoch": 0}
+        clock = [time.perf_counter()]
+
+        def on_epoch(epoch: int, w: np.ndarray) -> None:
+            seconds = time.perf_counter() - clock[0]
+            uas = las = None
+            is_best = False
+            if dev_enc is not None:
+                parser.weights = w.astype(np.float32)
+                ph = parser._decode_all(dev_enc)
+                pl = [labeler.predict_labels(e, h) for e, h in zip(dev_enc, ph)]
+                uas, las = attachment_scores(dev, ph, pl)
+                if uas > best["uas"]:
+                    best.update(uas=uas, weights=w.astype(np.float32), epoch=epoch)
+                    is_best = True
+            history.append({"epoch": epoch, "seconds": round(seconds, 3), "dev_uas": uas,
+                            "dev_las": las})
+            if log is not None:
+                log(EpochReport(epoch, seconds, uas, las, is_best))
+            clock[0] = time.perf_counter()
+
+        data = ArcFactoredData(fs, enc, heads, projective=(train_decoder == "eisner"),
+                               single_root=single_root, progress=progress)
+        t0 = time.perf_counter()
+        final = learn.fit(data, epochs, on_epoch=on_epoch, seed=seed)
+        t_train = time.perf_counter() - t0
+        weights = best["weights"] if best["weights"] is not None else final.astype(np.float32)
+        parser.weights = weights
+
+        chosen = train_decoder
+        if decoder == "auto":
+            if dev_enc is not None:
+                scores = {}
+                for d in ("eisner", "cle"):
+                    parser.decoder = d
+                    scores[d] = attachment_scores(dev, parser._decode_all(dev_enc))[0]
+                chosen = "eisner" if scores["eisner"] >= scores["cle"] else "cle"
+            else:
+                chosen = "eisner" if all(_is_projective(h) for h in heads) else "cle"
+        parser.decoder = chosen
+        parser.meta = {
+            "training": {"learner": learner, "learner_options": learner_options,
+                         "decoder": decoder, "train_decoder": train_decoder,
+                         "single_root": single_root, "epochs": epochs, "seed": seed,
+                         "features": features, "hash_bits": hash_bits,
+                         "feature_cutoff": feature_cutoff, "label_bits": label_bits,
+                         "train_sentences": len(train_sentences),
+                         "dev_sentences": len(dev) if dev else 0},
+            "best_epoch": best["epoch"] if best["weights"] is not None else epochs,
+            "history": history,
+            "seconds": {"features": round(t_features, 3), "labels": round(t_labels, 3),
+                        "arcs": round(t_train, 3)},
+        }
+        return parser
+
+    # ------------------------------------------------------------------ parsing
+    def _decode_all(self, encoded: list) -> list[np.ndarray]:
+        projective = self.decoder == "eisner"
+        out = []
+        for e in encoded:
+            if e.n == 0:
+                out.append(np.array([-1], dtype=np.int64))
+                continue
+            out.append(decode(self.features.arc_scores(e, self.weights), projective,
+                              self.single_root))
+        return out
+
+    def predict(self, sentences: list) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """(heads, deprels) for every sentence, without building new Sentence objects."""
+        enc = self.features.encode(sentences)
+        heads = self._decode_all(enc)
+        labels = [self.labeler.predict_labels(e, h) for e, h in zip(enc, heads)]
+        return heads, labels
+
+    def parse(self, sentences: list) -> list:
+        """Parsed copies of ``sentences``: HEAD and DEPREL filled, everything else kept."""
+        heads, labels = self.predict(sentences)
+        return [s.with_tree(h, d) for s, h, d in zip(sentences, heads, labels)]
+
+    # ------------------------------------------------------------------ persistence
+    def save(self, path) -> None:
+        """Write the model to one .npz file (no pickle), atomically."""
+        fs = self.features
+        w_idx, w_val = sparse_vector(self.weights)
+        l_idx, l_val = sparse_vector(self.labeler.W)
+        arrays = {"w_idx": w_idx, "w_val": w_val.astype(np.float32),
+                  "l_idx": l_idx, "l_val": l_val.astype(np.float32),
+                  "labels": self.labeler.labels.astype(str)}
+        for name, vocab in fs.vocabs.items():
+            arrays[f"vocab_{name}"] = np.asarray(vocab, dtype=str)
+        if fs.allowed is not None:
+            arrays["allowed"] = np.packbits(fs.allowed)
+        meta = {"model_type": self.model_type, "decoder": self.decoder,
+                "single_root": self.single_root, "features": fs.config(),
+                "labeler": {"templates": self.labeler.templates, "bits": self.labeler.bits},
+                **self.meta}
+        save_model_file(path, meta, arrays)
+
+    @classmethod
+    def load(cls, path) -> "Parser":
+        meta, arrays = load_model_file(path)
+        return cls.from_file_contents(str(path), meta, arrays)
+
+    @classmethod
+    def from_file_contents(cls, path: str, meta: dict, arrays: dict) -> "Parser":
+        if meta.get("model_type") != cls.model_type:
+            raise ModelError(f"{path}: model type {meta.get('model_type')!r} is not "
+                             f"{cls.model_type!r}")
+        try:
+            fcfg = meta["features"]
+            vocabs = {k[len("vocab_"):]: v for k, v in arrays.items() if k.startswith("vocab_")}
+            allowed = None
+            if "allowed" in arrays:
+                allowed = np.unpackbits(arrays["allowed"])[: 1 << fcfg["bits"]].astype(bool)
+            fs = FeatureSet.from_config(fcfg, vocabs, allowed)
+            weights = dense_vector(arrays["w_idx"], arrays["w_val"], fs.dim)
+            lcfg = meta["labeler"]
+            labeler = Labeler(lcfg["templates"], arrays["labels"], bits=lcfg["bits"])
+            labeler.W = dense_vector(arrays["l_idx"], arrays["l_val"], labeler.W.size
+                                     ).reshape(labeler.W.shape)
+            decoder = meta["decoder"]
+            single_root = bool(meta["single_root"])
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ModelError(f"{path}: model file is incomplete or corrupt ({exc})") from None
+        if decoder not in ("eisner", "cle"):
+            raise ModelError(f"{path}: unknown decoder {decoder!r} in model file")
+        rest = {k: v for k, v in meta.items()
+                if k not in ("format", "format_version", "model_type", "decoder", "single_root",
+                             "features", "labeler")}
+        return cls(fs, weights, labeler, decoder, single_root, rest)

@@ -152,3 +152,30 @@ def test_word_mismatch_in_eval_is_one_line(tmp_path):
     assert r.returncode == 2
     assert r.stderr == ("arboreal: error: gold and system differ at sentence 1, line 1: word 1 is 'Birds' "
                         "in gold, 'Bees' in the system output\n")
+
+
+def test_eval_cli_matches_independent_evaluator_on_changed_copy(tmp_path, capsys):
+    import numpy as np
+
+    from arboreal.io import read_conllu, write_conllu
+    from test_evaluation import descends, independent_evaluate
+
+    gold = read_conllu(TEST)
+    rng = np.random.default_rng(7)
+    system = []
+    for s in gold:
+        heads, rels = s.heads.copy(), s.deprels.copy()
+        for m in range(1, len(s) + 1):
+            if rng.random() < 0.1:
+                heads[m] = rng.choice([h for h in range(len(s) + 1) if h != m and not descends(heads, h, m)])
+            if rng.random() < 0.1:
+                rels[m] = "dep" if rels[m] != "dep" else "obj"
+        system.append(s.with_tree(heads, rels))
+    path = tmp_path / "changed.conllu"
+    write_conllu(system, path)
+    for extra in ([], ["--exclude-punct"]):
+        assert main(["eval", "--json", *extra, str(TEST), str(path)]) == 0
+        got = json.loads(capsys.readouterr().out)
+        want = independent_evaluate(gold, read_conllu(path), exclude_punct=bool(extra))
+        assert got == pytest.approx(want)
+        assert got["uas"] < 100

@@ -52,25 +52,26 @@ def test_part_scores_equal_weights_dot_tree_features(sample, parts, outer):
     fs = FeatureSet("mcdonald", bits=16).fit(train)
     hof = HigherOrderFeatures(parts, 16, outer_only=outer)
     rng = np.random.default_rng(0)
-    w = rng.normal(size=fs.dim)
+    w = rng.normal(size=1 << 16)
     for s, enc in zip(sents, fs.encode(sents)):
         n = len(s)
-        gold = s.heads.astype(np.int64)
-        allowed = rng.random((n + 1, n + 1)) < 0.5
-        for heads in (gold, random_projective_tree(rng, n)):
+        trees = [s.heads.astype(np.int64)] + [random_projective_tree(rng, n) for _ in range(3)]
+        allowed = rng.random((n + 1, n + 1)) < 0.3
+        for heads in trees[:3]:
             allowed[heads[1:], np.arange(1, n + 1)] = True
         index = PartIndex.compact(allowed)
-        arc = fs.arc_scores(enc, w)
         ps = hof.part_scores(enc.codes, index, w)
-        for heads in (gold, random_projective_tree(rng, n)):
-            if not allowed[heads[1:], np.arange(1, n + 1)].all():
-                continue
-            f = np.zeros(fs.dim)
-            fs.accumulate_tree(enc, heads, f)
+        arc = rng.normal(size=(n + 1, n + 1))
+        for i, heads in enumerate(trees):
+            f = np.zeros(1 << 16)
             hof.accumulate_tree(enc.codes, heads, f)
             got = score_tree(heads, index, arc, ps["sib"], ps["grand"], ps["gsib"],
                              ps["trisib"], outer_only=outer)
-            assert got == pytest.approx(float(f @ w), rel=1e-9, abs=1e-6)
+            if i == 3 and not allowed[heads[1:], np.arange(1, n + 1)].all():
+                assert got == -np.inf   # a pruned arc
+                continue
+            want = float(f @ w) + arc[heads[1:], np.arange(1, n + 1)].sum()
+            assert got == pytest.approx(want, rel=1e-9, abs=1e-6)
 
 
 def test_parse_parts():

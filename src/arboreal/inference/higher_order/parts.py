@@ -24,6 +24,7 @@ wrong order) are never read; they may hold anything.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 from numba import njit
@@ -70,6 +71,12 @@ class PartIndex:
     def dense(cls, n: int, allowed: np.ndarray | None = None) -> "PartIndex":
         """Index of dense tensors (flat array = ``tensor.reshape(-1)``); pruned arcs
         (``allowed[h, m]`` False) are never used by a decoder."""
+        if allowed is None:
+            return _dense_unpruned(n)
+        return cls._dense(n, allowed)
+
+    @classmethod
+    def _dense(cls, n: int, allowed: np.ndarray | None) -> "PartIndex":
         N = n + 1
         allowed = cls._clean(n, allowed)
         r = np.arange(N, dtype=np.int64)
@@ -114,6 +121,13 @@ class PartIndex:
         """The integer tables in the order the numba kernels take them."""
         return (self.slot, self.width, self.arcid, self.sib_off, self.grand_off,
                 self.gsib_off, self.tri_off)
+
+
+@lru_cache(maxsize=256)
+def _dense_unpruned(n: int) -> PartIndex:
+    # shared between calls: nothing may write to its tables (kept writable only so
+    # that numba compiles one specialization for dense and compact indices)
+    return PartIndex._dense(n, None)
 
 
 _EMPTY = np.zeros(1, dtype=np.float64)

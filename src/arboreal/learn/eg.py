@@ -151,6 +151,7 @@ class ExponentiatedGradient:
             return m
 
         # initial marginals (batched per bucket) and w = C sum_i (I - mu_i) f
+        t_init = time.perf_counter()
         w = np.zeros(fs.dim)
         for bucket in sb.buckets:
             N = int(L[bucket].max())
@@ -169,6 +170,7 @@ class ExponentiatedGradient:
             sb.accumulate(bucket, coef, w, C)
 
         n_words = float(L.sum())
+        self.init_seconds = time.perf_counter() - t_init
 
         def dual() -> float:
             return C * (n_words - float(mu[all_gold].sum())) - 0.5 * float(w @ w)

@@ -82,6 +82,8 @@ def logz_and_marginals(scores: np.ndarray, lengths: np.ndarray, projective: bool
     if both is not None:
         logz, mu = both(scores, projective=projective, single_root=single_root,
                         lengths=lengths)
+    elif hasattr(partition, "_run"):  # one pass gives both (no public name for it yet)
+        logz, mu, _ = partition._run(scores, projective, single_root, False, lengths, True)
     else:
         logz = partition.log_partition(scores, projective=projective,
                                        single_root=single_root, lengths=lengths)

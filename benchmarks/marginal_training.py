@@ -1,0 +1,132 @@
+"""Time one log-linear pass and one EG pass over EWT train on one core.
+
+A log-linear pass is one evaluation of the objective and its gradient over every
+training sentence (scoring, batched log Z + marginals per length bucket, expected
+counts); an EG pass is one online sweep of Figure 2 (scoring, one marginal
+computation and one accumulate per sentence). Both are timed for projective
+(inside-outside; training trees projectivized) and non-projective (Matrix-Tree)
+training. Numba is warmed up on a few sentences first. Writes the
+``marginal_training`` section of docs/benchmarks.md.
+
+    python benchmarks/marginal_training.py [--train PATH] [--bits 23] [--no-write]
+"""
+from __future__ import annotations
+
+import os
+
+for _v in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_v] = "1"
+
+import argparse  # noqa: E402
+import sys  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+UD = ROOT.parent / "shared" / "data" / "ud"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--train", default=str(UD / "UD_English-EWT" / "en_ewt-ud-train.conllu"))
+    ap.add_argument("--features", default="default")
+    ap.add_argument("--bits", type=int, default=23)
+    ap.add_argument("--limit", type=int, default=0, help="use only the first N sentences")
+    ap.add_argument("--no-write", action="store_true", help="print only; leave docs/benchmarks.md")
+    args = ap.parse_args(argv)
+
+    from arboreal.features import FeatureSet
+    from arboreal.io.conllu import read_conllu
+    from arboreal.learn import ArcFactoredData
+    from arboreal.learn.eg import ExponentiatedGradient
+    from arboreal.learn.loglinear import ScoredBuckets, loglinear_objective
+    from arboreal.trees.projectivize import projectivize
+
+    sents = read_conllu(args.train)
+    if args.limit:
+        sents = sents[: args.limit]
+    words = sum(len(s) for s in sents)
+    t = time.perf_counter()
+    fs = FeatureSet(args.features, bits=args.bits).fit(sents)
+    encs = fs.encode(sents)
+    t_enc = time.perf_counter() - t
+    proj_sents, n_changed, _ = projectivize(sents)
+
+    def data(projective, subset=None):
+        ss = proj_sents if projective else sents
+        idx = range(len(ss)) if subset is None else subset
+        return ArcFactoredData(features=fs, encoded=[encs[i] for i in idx],
+                               heads=[ss[i].heads for i in idx], projective=projective,
+                               single_root=True)
+
+    rows = []
+    for projective in (True, False):
+        mode = "projective (inside-outside)" if projective else "non-projective (Matrix-Tree)"
+        # warm-up: compile every kernel on a few sentences
+        warm = data(projective, range(min(50, len(sents))))
+        loglinear_objective(ScoredBuckets(warm), np.zeros(fs.dim), 1.0, projective, True)
+        ExponentiatedGradient(C=1.0, primal=True).fit(warm, epochs=1)
+
+        d = data(projective)
+        sb = ScoredBuckets(d)
+        t = time.perf_counter()
+        obs = sb.observed(fs.dim)
+        t_obs = time.perf_counter() - t
+        w = np.zeros(fs.dim)
+        t = time.perf_counter()
+        value, grad = loglinear_objective(sb, w, 1.0, projective, True, obs)
+        t_ll = time.perf_counter() - t
+        # a second pass at non-zero weights (the typical case inside L-BFGS)
+        w2 = -1e-3 * grad
+        t = time.perf_counter()
+        loglinear_objective(sb, w2, 1.0, projective, True, obs)
+        t_ll2 = time.perf_counter() - t
+
+        eg = ExponentiatedGradient(C=1.0, primal=False)
+        t = time.perf_counter()
+        eg.fit(d, epochs=1)
+        t_eg_total = time.perf_counter() - t
+        t_eg = eg.history[0]["seconds"]
+        t_eg_init = eg.init_seconds
+        from arboreal.learn.eg import primal_objective
+        t = time.perf_counter()
+        primal_objective(sb, w2, 1.0, projective, True)
+        t_primal = time.perf_counter() - t
+        rows.append((mode, t_ll, t_ll2, t_obs, t_eg, t_eg_init, t_primal))
+        print(f"{mode}: loglinear pass {t_ll:.2f} s (w=0), {t_ll2:.2f} s (w!=0); observed counts "
+              f"{t_obs:.2f} s (once); EG pass {t_eg:.2f} s, EG init {t_eg_init:.2f} s (once), "
+              f"EG total {t_eg_total:.2f} s; primal evaluation {t_primal:.2f} s", flush=True)
+
+    body = [
+        f"Data: `{Path(args.train).name}` ({len(sents)} sentences, {words} words; "
+        f"{n_changed} trees projectivized for projective training). Features: "
+        f"`{args.features}`, 2^{args.bits} hashed weights; feature encoding {t_enc:.1f} s. "
+        "One thread (NUMBA/OMP/BLAS threads = 1); the machine was shared with other jobs, so "
+        "times are noisy. Bars (issue 5): log-linear pass <= 20 s, EG pass <= 25 s.",
+        "",
+        "| training | log-linear pass (w = 0) | log-linear pass (w != 0) | EG pass | "
+        "once: observed counts | once: EG init | primal (hinge) evaluation |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for mode, a, b, c, e, f, g in rows:
+        body.append(f"| {mode} | {a:.2f} s | {b:.2f} s | {e:.2f} s | {c:.2f} s | {f:.2f} s | {g:.2f} s |")
+    body.append("")
+    body.append("A log-linear pass = objective + gradient over all sentences (one L-BFGS function "
+                "evaluation); an EG pass = one online sweep of Figure 2 without the optional primal "
+                "evaluation (its cost is the last column).")
+    text = "\n".join(body)
+    print(text)
+    if not args.no_write and not args.limit:
+        from _report import write_section
+        cmd = "python benchmarks/marginal_training.py" + (
+            f" --bits {args.bits}" if args.bits != 23 else "")
+        write_section("marginal_training", "Marginal-based training: one pass over EWT train",
+                      cmd, text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -414,3 +414,13 @@ def test_corrupted_input_never_crashes(edits):
     else:
         text = format_conllu(sents)
         assert format_conllu(read_text(text)) == text  # what was accepted is valid
+
+
+@pytest.mark.parametrize("line, column", [
+    ("1\ta\t\tNOUN\t_\t_\t0\troot\t_\t_", 3),
+    ("1\ta\ta\tNOUN\t_\t_\t0\troot\t_\t", 10),
+    ("1\ta\ta\tNOUN\t\t_\t0\troot\t_\t", 5),
+])
+def test_empty_fields_are_rejected(line, column):
+    e = bad(line + "\n\n")
+    assert e.line == 1 and f"empty field in column {column}" in e.problem

@@ -62,6 +62,7 @@ PathOrFile = Union[str, os.PathLike, IO[str], IO[bytes]]
 
 #: Sentence attributes of the string columns 2-6 and 8-10, in file order
 STRING_COLUMNS = ("forms", "lemmas", "upos", "xpos", "feats", "deprels", "deps", "misc")
+_FIELD_NAMES = ("ID", "FORM", "LEMMA", "UPOS", "XPOS", "FEATS", "HEAD", "DEPREL", "DEPS", "MISC")
 _COLUMN_OF_FIELD = (None, "forms", "lemmas", "upos", "xpos", "feats", None, "deprels", "deps", "misc")
 
 # line kinds found by the byte scanner
@@ -94,13 +95,14 @@ def _parse_uint(buf, a, b):
 
 
 @njit(cache=True)
-def _scan_lines(buf, starts, ends, kind, tabs, id1, id2, head):
+def _scan_lines(buf, starts, ends, kind, tabs, id1, id2, head, empty):
     """Classify every line and parse its ID and HEAD fields. O(bytes).
 
     kind: _BLANK/_COMMENT/_WORD/_RANGE/_EMPTY/_BADID; tabs: number of tabs;
     id1/id2: word ID, or range start/end, or empty node major/minor;
     head: HEAD value >= 0, _HEAD_MISSING for "_", _HEAD_BAD otherwise,
-    _HEAD_NONE when the line has fewer than 7 fields.
+    _HEAD_NONE when the line has fewer than 7 fields; empty: 1-based number
+    of the first empty field of a token line, else 0.
     """
     for i in range(len(starts)):
         a = starts[i]
@@ -121,8 +123,11 @@ def _scan_lines(buf, starts, ends, kind, tabs, id1, id2, head):
         e0 = b
         h0 = -1
         h1 = b
+        empty[i] = 0
         for j in range(a, b):
             if buf[j] == 9:
+                if empty[i] == 0 and (j == a or buf[j - 1] == 9):
+                    empty[i] = ntab + 1
                 ntab += 1
                 if ntab == 1:
                     e0 = j
@@ -131,6 +136,8 @@ def _scan_lines(buf, starts, ends, kind, tabs, id1, id2, head):
                 elif ntab == 7:
                     h1 = j
         tabs[i] = ntab
+        if empty[i] == 0 and buf[b - 1] == 9:
+            empty[i] = ntab + 1  # the last field
         # ID
         sep = -1
         for j in range(a, e0):
@@ -370,7 +377,8 @@ def _parse_chunk(
     id1 = np.empty(nlines, np.int64)
     id2 = np.empty(nlines, np.int64)
     head = np.empty(nlines, np.int64)
-    _scan_lines(buf, starts, ends, kind, tabs, id1, id2, head)
+    empty = np.zeros(nlines, np.int64)
+    _scan_lines(buf, starts, ends, kind, tabs, id1, id2, head, empty)
 
     class _Lines:  # the text of a line, decoded on demand (error messages only)
         def __getitem__(self, i: int) -> str:
@@ -406,6 +414,12 @@ def _parse_chunk(
             err(i, "line contains only whitespace (a sentence break must be an empty line)")
         else:
             err(i, f"wrong number of columns: {tabs[i] + 1} (expected 10 tab-separated columns)")
+
+    bad_empty = is_token & (empty > 0) & ~bad_cols
+    if bad_empty.any():
+        i = int(np.argmax(bad_empty))
+        name = _FIELD_NAMES[empty[i] - 1]
+        err(i, f"empty field in column {empty[i]} ({name}); an unspecified value is written '_'")
 
     # a comment must come before the words of its sentence
     prev_kind = np.full(nlines, _BLANK, np.int8)

@@ -23,6 +23,7 @@ class Sentence:
         forms, lemmas, upos, xpos, feats, deprels, deps, misc: object arrays of str
             (CoNLL-U columns 2-5, 6, 8, 9, 10; "_" where the file has "_").
         heads: int32 array, ``heads[0] == -1``.
+        Index 0 holds ``ROOT_TOKEN`` in every string column.
     comments: the sentence's comment lines, without the trailing newline.
     extra: CoNLL-U lines that are not syntactic words (multiword-token ranges
         ``3-4`` and empty nodes ``8.1``), each as ``(k, line)``: the line stands

@@ -1,0 +1,26 @@
+"""``arboreal parse``: parse CoNLL-U input with a trained model."""
+from __future__ import annotations
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "parse", help="parse CoNLL-U input with a trained model",
+        description="Fill HEAD and DEPREL of every word; every other column, comment, "
+                    "multiword token and empty node is kept. Reads standard input and writes "
+                    "standard output when no file is given; HEAD may be '_' in the input.")
+    p.add_argument("model", metavar="MODEL", help="model file written by 'arboreal train'")
+    p.add_argument("input", metavar="INPUT.conllu", nargs="?", default="-",
+                   help="input file (default: standard input)")
+    p.add_argument("-o", "--output", metavar="OUTPUT.conllu", default="-",
+                   help="output file, written atomically (default: standard output)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from arboreal.io.conllu import read_conllu, write_conllu
+    from arboreal.models import load_model
+
+    model = load_model(args.model)
+    sentences = read_conllu(args.input, allow_missing_heads=True)
+    write_conllu(model.parse(sentences), args.output)
+    return 0

@@ -1,0 +1,133 @@
+"""``arboreal train``: train a parser on a CoNLL-U treebank and save the model."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from arboreal.errors import ArborealError
+
+
+def _positive(value: str) -> int:
+    try:
+        v = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1: {value!r}")
+    return v
+
+
+def _nonneg(value: str) -> int:
+    try:
+        v = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0: {value!r}")
+    return v
+
+
+def _option(value: str) -> tuple[str, object]:
+    key, sep, raw = value.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {value!r}")
+    for conv in (int, float):
+        try:
+            return key.replace("-", "_"), conv(raw)
+        except ValueError:
+            pass
+    if raw.lower() in ("true", "false"):
+        return key.replace("-", "_"), raw.lower() == "true"
+    return key.replace("-", "_"), raw
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "train", help="train a parser on a CoNLL-U treebank",
+        description="Train a dependency parser (first-order by default) and save it to one "
+                    "model file. With --dev, UAS/LAS on dev is printed after every epoch and "
+                    "the best epoch is kept.")
+    p.add_argument("train", metavar="TRAIN.conllu", help="training treebank")
+    p.add_argument("--dev", metavar="DEV.conllu", help="development treebank (best epoch kept)")
+    p.add_argument("-o", "--output", metavar="MODEL", required=True, help="model file to write")
+    p.add_argument("--learner", default="perceptron",
+                   help="perceptron (default), mira, kbest-mira, factored-mira, or another "
+                        "registered learner")
+    p.add_argument("--decoder", choices=("eisner", "cle", "auto"), default="eisner",
+                   help="eisner: projective (default); cle: non-projective Chu-Liu-Edmonds; "
+                        "auto: train non-projectively, pick the decoder on dev")
+    p.add_argument("--multi-root", action="store_true",
+                   help="allow several words attached to the root")
+    p.add_argument("--epochs", type=_positive, default=10, help="training epochs (default 10)")
+    p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    p.add_argument("--features", choices=("default", "mcdonald"), default="default",
+                   help="default: FORM, LEMMA, UPOS, XPOS, FEATS; mcdonald: the templates of "
+                        "McDonald et al. 2006 over FORM and UPOS")
+    p.add_argument("--feature-cutoff", type=_nonneg, default=0, metavar="K",
+                   help="only features seen >= K times in gold training trees (default 0: all)")
+    p.add_argument("--hash-bits", type=_positive, default=22, metavar="B",
+                   help="2**B hashed feature weights (default 22)")
+    p.add_argument("--order", type=int, choices=(1, 2, 3), default=1,
+                   help="factorization order: 1 (arcs), 2 or 3 (higher-order parts)")
+    p.add_argument("--parts", nargs="+", default=None, metavar="PART",
+                   help="higher-order parts (with --order 2/3), e.g. sibling grandparent")
+    p.add_argument("--learner-option", type=_option, action="append", default=[],
+                   metavar="KEY=VALUE", help="learner option, e.g. C=0.1 or k=5 (repeatable)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar or epoch lines")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from arboreal.io.conllu import read_conllu
+
+    train = read_conllu(args.train)
+    dev = read_conllu(args.dev) if args.dev else None
+    options = dict(args.learner_option)
+    common = dict(learner=args.learner, decoder=args.decoder, single_root=not args.multi_root,
+                  epochs=args.epochs, seed=args.seed, features=args.features,
+                  feature_cutoff=args.feature_cutoff, hash_bits=args.hash_bits)
+    progress, log = _reporting(args, len(train))
+    if args.order > 1:
+        try:
+            from arboreal.models import higher_order
+        except ModuleNotFoundError as exc:
+            if exc.name == "arboreal.models.higher_order":
+                raise ArborealError(f"order {args.order} is not available yet "
+                                    "(arboreal.models.higher_order is missing)") from None
+            raise
+        model = higher_order.train(train, dev, order=args.order, parts=args.parts,
+                                   progress=progress, log=log, **common, **options)
+    else:
+        if args.parts:
+            raise ArborealError("--parts needs --order 2 or 3")
+        if args.hash_bits > 30 or args.hash_bits < 10:
+            raise ArborealError("--hash-bits must lie in 10..30")
+        from arboreal.models import Parser
+
+        model = Parser.train(train, dev, progress=progress, log=log, **common, **options)
+    model.save(args.output)
+    if not args.quiet:
+        best = model.meta.get("best_epoch")
+        print(f"saved {args.output}" + (f" (best dev epoch {best})" if dev else ""),
+              file=sys.stderr)
+    return 0
+
+
+def _reporting(args, n_train: int):
+    if args.quiet:
+        return None, None
+    from tqdm import tqdm
+
+    def progress(order, epoch):
+        return tqdm(order, desc=f"epoch {epoch}/{args.epochs}", unit="sent", leave=False,
+                    file=sys.stderr, mininterval=0.5)
+
+    def log(report):
+        line = f"epoch {report.epoch}: {report.seconds:.1f} s"
+        if report.dev_uas is not None:
+            line += f", dev UAS {report.dev_uas:.2f} LAS {report.dev_las:.2f}"
+            if report.best:
+                line += " (best)"
+        print(line, file=sys.stderr, flush=True)
+
+    return progress, log

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from arboreal.errors import ArborealError
@@ -44,13 +45,21 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return 2
     try:
-        return int(args.func(args) or 0)
+        status = int(args.func(args) or 0)
+        sys.stdout.flush()
+        return status
+    except BrokenPipeError:
+        # the reader of our output went away (``arboreal ... | head``): not an error;
+        # point stdout at /dev/null so the interpreter's final flush stays quiet
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 0
     except ArborealError as exc:
         print(f"arboreal: error: {exc}", file=sys.stderr)
         return 2
     except OSError as exc:
-        name = exc.filename if exc.filename is not None else ""
-        print(f"arboreal: error: {name}: {exc.strerror or exc}", file=sys.stderr)
+        name = f"{exc.filename}: " if exc.filename is not None else ""
+        print(f"arboreal: error: {name}{exc.strerror or exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("arboreal: interrupted", file=sys.stderr)

@@ -8,10 +8,15 @@ Multi-root: position 0 is an ordinary head (it can never be a modifier) and
 the answer is the right-complete item [0, n].  Single-root: the chart runs
 over the words 1..n only and the root is attached once at the end,
 ``max_m s[0, m] + Cl[1, m] + Cr[m, n]``, so exactly one word takes the root.
-O(n^3) time, O(n^2) memory, float64 chart, int32 back-pointers.  Chart items
-are stored twice (as [s, t] and as [t, s]) so that every inner loop over the
-split point reads contiguous memory.  Ties go to the smallest split point
-(and the smallest root child), so results are deterministic.
+O(n^3) time, O(n^2) memory, float64 chart.  The chart is indexed by
+(width, start) so that the loop over span starts for a fixed width and split
+point is contiguous; a batch is processed 8 sentences at a time (sorted by
+length) with the sentence as the fastest index, so that loop is a long
+contiguous run shared by 8 sentences, and it is a pure max (no arg-max):
+back-pointers are not stored, backtracking re-finds the first split that
+attains each visited item (O(n^2)).  Ties go to the smallest split point
+(and the smallest root child), so results are deterministic and a sentence
+gets the same tree alone or in any batch.
 
 ``eisner_kbest`` is Huang & Chiang's (2005) k-best parsing over the same
 hypergraph (their Algorithm 1 with pruning): every chart item keeps its up
@@ -20,8 +25,9 @@ sub-derivation ranks with (i+1)(j+1) <= k can reach the top k, and the scan
 stops early once a pair cannot beat the current k-th best.  Eisner's
 derivations are in one-to-one correspondence with projective trees, so the
 k best derivations are k distinct trees.  O(n^3 k log k) time in the
-worst case (about n^3 k in practice), O(n^2 k) memory.  Trees whose score is -inf (they use a forbidden arc) are never
-returned, so fewer than k rows come back when fewer finite trees exist.
+worst case (about n^3 k in practice), O(n^2 k) memory.  Trees whose score
+is -inf (they use a forbidden arc) are never returned, so fewer than k rows
+come back when fewer finite trees exist.
 
 Both run one numba kernel over a whole batch: work arrays are allocated once
 per batch at the maximum length and reused for every sentence.
@@ -75,155 +81,200 @@ def _no_tree_error(b: int, single: bool, single_root: bool, projective: bool):
 # 1-best Eisner
 # --------------------------------------------------------------------------
 @njit(cache=True)
-def _eisner_kernel(scores, lengths, single_root, heads, status):
+def _eisner_kernel(scores, lengths, order, V, single_root, heads, status):
+    """Eisner over a batch, V sentences at a time (lanes, in ``order``).
+
+    Chart nodes x = 0..P-1 stand for positions lo + x (lo = 1 for single
+    root: the root is attached at the end; lo = 0 otherwise).  Items are
+    indexed [width, start * V + lane], so for a fixed width and split
+    offset the loop over (span start, lane) is one contiguous run of
+    (P - w) * V numbers: it vectorizes and its overhead is shared by V
+    sentences.  A lane shorter than the chunk's longest sentence computes
+    junk beyond its own length, which is never read.
+    CR[w, .] complete, head x, span x..x+w;  CL[w, .] complete, head x+w;
+    IR[w, .] incomplete arc x -> x+w;       IL[w, .] arc x+w -> x;
+    IS[w, .] the split part shared by IR and IL (before the arc score).
+    No back-pointers: the forward pass is a pure max (branch-free, SIMD);
+    backtracking re-finds the first split attaining each visited item's
+    value (same additions, so exact equality), O(n^2) per sentence.
+    """
     B = scores.shape[0]
     N1 = scores.shape[1]
-    # Chart nodes x = 0..P-1 stand for positions lo + x (lo = 1 for single
-    # root: the root is attached at the end; lo = 0 otherwise).  Items are
-    # indexed [width, start], so for a fixed width and split offset the loop
-    # over span starts is contiguous, starts at 0 and vectorizes:
-    # CR[w, x] = complete, head x, span x..x+w;  CL[w, x] = complete, head x+w;
-    # IR[w, x] = incomplete arc x -> x+w;        IL[w, x] = arc x+w -> x;
-    # IS[w, x] = the split part shared by IR and IL (before the arc score).
-    # No back-pointers: the forward pass is a pure max (branch-free, SIMD);
-    # backtracking re-finds the first split attaining each visited item's
-    # value, O(n) per item and O(n^2) in all.
-    CR = np.empty((N1, N1))
-    CL = np.empty((N1, N1))
-    IR = np.empty((N1, N1))
-    IL = np.empty((N1, N1))
-    IS = np.empty((N1, N1))
-    best = np.empty(N1)
+    W = N1 * V
+    CR = np.empty((N1, W))
+    CL = np.empty((N1, W))
+    IR = np.empty((N1, W))
+    IL = np.empty((N1, W))
+    IS = np.empty((N1, W))
+    SR = np.zeros((N1, W))     # SR[w, x*V+l] = score of arc x -> x+w in lane l
+    SL = np.zeros((N1, W))     # SL[w, x*V+l] = score of arc x+w -> x
+    best = np.empty(W)
     stack = np.empty((4 * N1 + 8, 3), dtype=np.int32)
-    for b in range(B):
-        n = lengths[b]
-        heads[b, :] = -1
-        status[b] = 0
-        if n == 0:
-            continue
-        lo = 1 if single_root else 0
-        P = n + 1 - lo
-        for x in range(P):
-            CR[0, x] = 0.0
-            CL[0, x] = 0.0
+    lo = 1 if single_root else 0
+    for c0 in range(0, B, V):
+        nl = min(V, B - c0)
+        P = 1
+        for l in range(nl):
+            b = order[c0 + l]
+            heads[b, :] = -1
+            status[b] = 0
+            if lengths[b] + 1 - lo > P:
+                P = lengths[b] + 1 - lo
+        for l in range(V):
+            b = 0
+            Pl = 0
+            if l < nl:
+                b = order[c0 + l]
+                Pl = lengths[b] + 1 - lo
+            for w in range(1, P):
+                for x in range(P - w):
+                    j = x * V + l
+                    if x + w < Pl:
+                        SR[w, j] = scores[b, lo + x, lo + x + w]
+                        SL[w, j] = scores[b, lo + x + w, lo + x]
+                    else:
+                        SR[w, j] = 0.0
+                        SL[w, j] = 0.0
+        for j in range(P * V):
+            CR[0, j] = 0.0
+            CL[0, j] = 0.0
         for w in range(1, P):
-            cnt = P - w
+            cnt = (P - w) * V
             # incomplete: Cr(x, x+k) + Cl(x+k+1, x+w), k in 0..w-1
             for i in range(cnt):
                 best[i] = _NEG
             for k in range(w):
                 a = CR[k]
-                c = CL[w - k - 1, k + 1:]
+                c = CL[w - k - 1, (k + 1) * V:]
                 for i in range(cnt):
                     best[i] = max(best[i], a[i] + c[i])
+            sr = SR[w]
+            sl = SL[w]
+            isw = IS[w]
+            irw = IR[w]
+            ilw = IL[w]
             for i in range(cnt):
-                s = lo + i
-                IS[w, i] = best[i]
-                IR[w, i] = best[i] + scores[b, s, s + w]
-                IL[w, i] = best[i] + scores[b, s + w, s]
+                isw[i] = best[i]
+                irw[i] = best[i] + sr[i]
+                ilw[i] = best[i] + sl[i]
             if lo == 0:
-                IL[w, 0] = _NEG   # the root never takes a head
+                for l in range(V):
+                    ilw[l] = _NEG   # the root never takes a head
             # left complete: Cl(x, x+k) + Il(x+k, x+w), k in 0..w-1
             for i in range(cnt):
                 best[i] = _NEG
             for k in range(w):
                 a = CL[k]
-                c = IL[w - k, k:]
+                c = IL[w - k, k * V:]
                 for i in range(cnt):
                     best[i] = max(best[i], a[i] + c[i])
+            clw = CL[w]
             for i in range(cnt):
-                CL[w, i] = best[i]
+                clw[i] = best[i]
             # right complete: Ir(x, x+k) + Cr(x+k, x+w), k in 1..w
             for i in range(cnt):
                 best[i] = _NEG
             for k in range(1, w + 1):
                 a = IR[k]
-                c = CR[w - k, k:]
+                c = CR[w - k, k * V:]
                 for i in range(cnt):
                     best[i] = max(best[i], a[i] + c[i])
+            crw = CR[w]
             for i in range(cnt):
-                CR[w, i] = best[i]
-        # item types on the stack: 0 Cr, 1 Cl, 2 arc x->y, 3 arc y->x;
-        # (typ, x, y) in chart nodes
-        if single_root:
-            top = _NEG
-            x_best = 0
-            for x in range(P):
-                v = scores[b, 0, x + 1] + CL[x, 0] + CR[P - 1 - x, x]
-                if v > top:
-                    top = v
-                    x_best = x
-            if top == _NEG:
-                status[b] = 1
+                crw[i] = best[i]
+        # per lane: root attachment and backtracking.  Stack entries are
+        # (typ, x, y) in chart nodes: 0 Cr, 1 Cl, 2 arc x->y, 3 arc y->x.
+        for l in range(nl):
+            b = order[c0 + l]
+            n = lengths[b]
+            if n == 0:
                 continue
-            heads[b, x_best + 1] = 0
-            stack[0, 0] = 1
-            stack[0, 1] = 0
-            stack[0, 2] = x_best
-            stack[1, 0] = 0
-            stack[1, 1] = x_best
-            stack[1, 2] = P - 1
-            sp = 2
-        else:
-            if CR[P - 1, 0] == _NEG:
-                status[b] = 1
-                continue
-            stack[0, 0] = 0
-            stack[0, 1] = 0
-            stack[0, 2] = P - 1
-            sp = 1
-        while sp > 0:
-            sp -= 1
-            typ = stack[sp, 0]
-            x = stack[sp, 1]
-            y = stack[sp, 2]
-            w = y - x
-            if w == 0:
-                continue
-            if typ == 0:
-                target = CR[w, x]
-                r = y
-                for k in range(1, w + 1):
-                    if IR[k, x] + CR[w - k, x + k] == target:
-                        r = x + k
-                        break
-                stack[sp, 0] = 2
-                stack[sp, 1] = x
-                stack[sp, 2] = r
-                stack[sp + 1, 0] = 0
-                stack[sp + 1, 1] = r
-                stack[sp + 1, 2] = y
-            elif typ == 1:
-                target = CL[w, x]
-                r = x
-                for k in range(w):
-                    if CL[k, x] + IL[w - k, x + k] == target:
-                        r = x + k
-                        break
-                stack[sp, 0] = 1
-                stack[sp, 1] = x
-                stack[sp, 2] = r
-                stack[sp + 1, 0] = 3
-                stack[sp + 1, 1] = r
-                stack[sp + 1, 2] = y
+            Pl = n + 1 - lo
+            if single_root:
+                top = _NEG
+                x_best = 0
+                for x in range(Pl):
+                    v = scores[b, 0, x + 1] + CL[x, l] + CR[Pl - 1 - x, x * V + l]
+                    if v > top:
+                        top = v
+                        x_best = x
+                if top == _NEG:
+                    status[b] = 1
+                    continue
+                heads[b, x_best + 1] = 0
+                stack[0, 0] = 1
+                stack[0, 1] = 0
+                stack[0, 2] = x_best
+                stack[1, 0] = 0
+                stack[1, 1] = x_best
+                stack[1, 2] = Pl - 1
+                sp = 2
             else:
-                if typ == 2:
-                    heads[b, y + lo] = x + lo
+                if CR[Pl - 1, l] == _NEG:
+                    status[b] = 1
+                    continue
+                stack[0, 0] = 0
+                stack[0, 1] = 0
+                stack[0, 2] = Pl - 1
+                sp = 1
+            while sp > 0:
+                sp -= 1
+                typ = stack[sp, 0]
+                x = stack[sp, 1]
+                y = stack[sp, 2]
+                w = y - x
+                if w == 0:
+                    continue
+                if typ == 0:
+                    target = CR[w, x * V + l]
+                    r = y
+                    for k in range(1, w + 1):
+                        if IR[k, x * V + l] + CR[w - k, (x + k) * V + l] == target:
+                            r = x + k
+                            break
+                    stack[sp, 0] = 2
+                    stack[sp, 1] = x
+                    stack[sp, 2] = r
+                    stack[sp + 1, 0] = 0
+                    stack[sp + 1, 1] = r
+                    stack[sp + 1, 2] = y
+                elif typ == 1:
+                    target = CL[w, x * V + l]
+                    r = x
+                    for k in range(w):
+                        if CL[k, x * V + l] + IL[w - k, (x + k) * V + l] == target:
+                            r = x + k
+                            break
+                    stack[sp, 0] = 1
+                    stack[sp, 1] = x
+                    stack[sp, 2] = r
+                    stack[sp + 1, 0] = 3
+                    stack[sp + 1, 1] = r
+                    stack[sp + 1, 2] = y
                 else:
-                    heads[b, x + lo] = y + lo
-                target = IS[w, x]
-                r = x
-                for k in range(w):
-                    if CR[k, x] + CL[w - k - 1, x + k + 1] == target:
-                        r = x + k
-                        break
-                stack[sp, 0] = 0
-                stack[sp, 1] = x
-                stack[sp, 2] = r
-                stack[sp + 1, 0] = 1
-                stack[sp + 1, 1] = r + 1
-                stack[sp + 1, 2] = y
-            sp += 2
+                    if typ == 2:
+                        heads[b, y + lo] = x + lo
+                    else:
+                        heads[b, x + lo] = y + lo
+                    target = IS[w, x * V + l]
+                    r = x
+                    for k in range(w):
+                        if CR[k, x * V + l] + CL[w - k - 1, (x + k + 1) * V + l] == target:
+                            r = x + k
+                            break
+                    stack[sp, 0] = 0
+                    stack[sp, 1] = x
+                    stack[sp, 2] = r
+                    stack[sp + 1, 0] = 1
+                    stack[sp + 1, 1] = r + 1
+                    stack[sp + 1, 2] = y
+                sp += 2
+
+
+# sentences per chunk of the batched Eisner kernel, and the largest length
+# for which it is used (its chart is 7 * (N+1)^2 * V float64)
+_LANES = 8
+_LANES_MAX_N = 255
 
 
 def eisner(scores: np.ndarray, single_root: bool = True,
@@ -247,7 +298,13 @@ def eisner(scores: np.ndarray, single_root: bool = True,
     B, N1 = batch.shape[0], batch.shape[1]
     heads = np.empty((B, N1), dtype=np.int64)
     status = np.empty(B, dtype=np.int8)
-    _eisner_kernel(batch, lengths, bool(single_root), heads, status)
+    if B >= 2 * _LANES and N1 <= _LANES_MAX_N + 1:
+        lanes = _LANES
+        order = np.argsort(lengths, kind="stable")   # similar lengths share a chunk
+    else:
+        lanes = 1
+        order = np.arange(B)
+    _eisner_kernel(batch, lengths, order, lanes, bool(single_root), heads, status)
     if status.any():
         raise _no_tree_error(int(np.argmax(status)), single, single_root, True)
     return heads[0] if single else heads

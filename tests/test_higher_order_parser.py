@@ -90,14 +90,22 @@ def test_prune_arcs_keeps_gold_mostly_with_true_marginals():
     assert allowed.sum(axis=0)[1:].max() <= 4
 
 
+@pytest.fixture(scope="module")
+def trained(sample):
+    train, _ = sample
+    train = train[:120]
+    first = HigherOrderParser(order=1, epochs=0, pruner_epochs=3, bits=18).train(train)
+    models = {order: HigherOrderParser(order=order, epochs=3, bits=18).train(train, pruner=first)
+              for order in (2, 3)}
+    return first, models
+
+
 @pytest.mark.parametrize("order", [2, 3])
-def test_train_parse_save_load(sample, tmp_path, order):
-    train, test = sample
-    train = train[:150]
+def test_train_parse_save_load(sample, trained, tmp_path, order):
+    _, test = sample
     test = test[:60]
-    first = HigherOrderParser(order=1, epochs=3, pruner_epochs=3, bits=18).train(train)
-    model = HigherOrderParser(order=order, epochs=3, pruner_epochs=3, bits=18,
-                              prune_temperature=10.0).train(train)
+    first, models = trained
+    model = models[order]
     gold = np.concatenate([s.heads[1:] for s in test])
 
     def uas(p):
@@ -108,12 +116,15 @@ def test_train_parse_save_load(sample, tmp_path, order):
     assert u2 > u1 - 0.05   # small data: the higher-order model must not collapse
     path = tmp_path / "m.npz"
     model.save(path)
-    again = HigherOrderParser.load(path)
+    from arboreal.models import load_model
+    again = load_model(path)
+    assert isinstance(again, HigherOrderParser) and again.parts == model.parts
     for a, b in zip(model.predict_heads(test), again.predict_heads(test)):
-        assert np.array_equal(a, b)   # float32 weights on disk: same trees here
-    parsed = again.parse(test[:3])
-    assert all(len(p.deprels) == len(s.deprels) for p, s in zip(parsed, test[:3]))
-    assert all(p.deprels[1] != "_" for p in parsed)
+        assert np.array_equal(a, b)
+    parsed = again.parse(test[:20])
+    las = np.mean(np.concatenate([(p.heads[1:] == s.heads[1:]) & (p.deprels[1:] == s.deprels[1:])
+                                  for p, s in zip(parsed, test[:20])]))
+    assert las > 0.4
 
 
 def test_load_rejects_foreign_file(tmp_path):

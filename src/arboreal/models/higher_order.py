@@ -18,26 +18,28 @@ grand-sibling parts of each head's outermost child per side only, which is what
 Model 2 can see). The decoder follows from the parts: {sib} -> sibling O(n^3),
 {grand} -> Model 0, with trisib -> Model 2, otherwise Model 1.
 
-Labels: a second-stage table labeler (most frequent relation of (head UPOS,
-modifier UPOS, direction), backing off to modifier UPOS, then overall).
+Labels: the first-order parser's second-stage :class:`~arboreal.models.labeler.Labeler`
+(trained on gold trees). Model files of version 1 of this module (written before
+the switch) carry a table labeler (most frequent relation of (head UPOS, modifier
+UPOS, direction)); they still load.
 
-Saved without pickle: one ``.npz`` (allow_pickle=False) holding weights,
-vocabularies and a JSON metadata string.
+Files: the common arboreal model format of :mod:`arboreal.models.serialization`
+(one ``.npz`` without pickle + JSON metadata, ``model_type = "higher-order"``);
+``arboreal.models.load_model`` dispatches to :meth:`HigherOrderParser.from_file_contents`.
+The CLI (``arboreal train --order 2|3 [--parts ...]``) calls :func:`train`.
 """
 from __future__ import annotations
 
 import json
 import os
-import tempfile
 import time
-from pathlib import Path
 from typing import Callable, Sequence
 
 import numpy as np
 from numba import njit
 
-from arboreal.errors import ModelError
-from arboreal.features.first_order import FeatureSet
+from arboreal.errors import ArborealError, ModelError
+from arboreal.features.first_order import ATTRS, FeatureSet
 from arboreal.features.higher_order import KINDS, HigherOrderFeatures
 from arboreal.inference.higher_order import (
     PartIndex,
@@ -47,11 +49,14 @@ from arboreal.inference.higher_order import (
     sibling_decode,
     tri_sibling_decode,
 )
+from arboreal.models.labeler import Labeler, label_templates
+from arboreal.models.serialization import (dense_vector, load_model_file, save_model_file,
+                                           sparse_vector)
 
 PART_NAMES = {"sibling": "sib", "grandparent": "grand", "grand-sibling": "gsib",
               "tri-sibling": "trisib"}
 DEFAULT_PARTS = {1: (), 2: ("sib", "grand"), 3: ("sib", "grand", "gsib", "trisib")}
-FORMAT_VERSION = 1
+FORMAT_VERSION = 1   # this module's first (legacy) file layout
 
 
 def parse_parts(order: int, parts: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -201,7 +206,7 @@ class HigherOrderParser:
                  features: str = "mcdonald", bits: int = 22, epochs: int = 10,
                  pruner_epochs: int = 5, max_heads: int = 10, threshold: float = 1e-4,
                  single_root: bool = True, seed: int = 0, learner: str = "perceptron",
-                 prune_temperature: float = 1.0):
+                 prune_temperature: float = 10.0):
         if learner != "perceptron":
             raise ValueError(f"learner {learner!r} is not available for higher-order models "
                              "(only 'perceptron')")
@@ -221,8 +226,9 @@ class HigherOrderParser:
         self.hof = HigherOrderFeatures(self.parts, self.bits, outer_only="trisib" in self.parts)
         self.w_prune: np.ndarray | None = None
         self.w: np.ndarray | None = None
-        self.labeler = _LabelTable()
+        self.labeler: Labeler | _LabelTable | None = None
         self.stats: dict = {}
+        self.meta: dict = {}
 
     @property
     def first_order_only(self) -> bool:
@@ -243,32 +249,28 @@ class HigherOrderParser:
         return grand_sibling_decode(arc, ps.get("sib"), ps.get("grand"), ps.get("gsib"),
                                     single_root=sr, index=index)
 
+    def _first_order_best(self, enc, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(all arc scores, best projective tree) of the first-order weights ``w``."""
+        scores = self.fs.arc_scores(enc, w)
+        return scores, sibling_decode(scores, None, single_root=self.single_root)
+
     def _allowed(self, enc, gold: np.ndarray | None = None) -> np.ndarray:
-        scores = self._kept_arc_scores(enc, None, self.w_prune)
         n = enc.n
         if n <= 1:
             allowed = np.ones((n + 1, n + 1), dtype=bool)
         else:
+            scores, keep = self._first_order_best(enc, self.w_prune)
             mu = first_order_marginals(scores / self.prune_temperature, self.single_root)
-            keep = sibling_decode(scores, None, single_root=self.single_root)
             allowed = prune_arcs(mu, self.threshold, self.max_heads, self.single_root, keep=keep)
         if gold is not None:
             allowed[gold[1:], np.arange(1, n + 1)] = True
         return allowed
 
-    def _kept_arc_scores(self, enc, allowed: np.ndarray | None, w: np.ndarray) -> np.ndarray:
-        """First-order scores of the kept arcs (all arcs when ``allowed`` is None; pruned
-        ones stay 0, the decoders skip them), from ``FeatureSet.arc_features``, the
-        same feature ids that ``accumulate`` updates.
-
-        Hashing only the K-per-word kept arcs instead of all n^2 makes the model's
-        arc scoring several times cheaper than the pruner's.
-        """
+    def _kept_arc_scores(self, enc, allowed: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """First-order scores of the kept arcs (pruned ones stay 0, the decoders skip
+        them), from ``FeatureSet.arc_features``: hashing only the K-per-word kept arcs
+        instead of all n^2 makes the model's arc scoring several times cheaper."""
         n = enc.n
-        if allowed is None:
-            allowed = np.ones((n + 1, n + 1), dtype=bool)
-            allowed[:, 0] = False
-            np.fill_diagonal(allowed, False)
         hs, ms = np.nonzero(allowed)
         if not hs.size:
             return np.zeros((n + 1, n + 1))
@@ -283,7 +285,9 @@ class HigherOrderParser:
 
     # ------------------------------------------------------------------ training
     def _perceptron(self, encs, golds, epochs: int, decode: Callable, use_parts: bool,
-                    log: Callable[[str], None] | None, what: str) -> np.ndarray:
+                    on_epoch: Callable | None = None, progress: Callable | None = None
+                    ) -> np.ndarray:
+        """Averaged perceptron; ``on_epoch(epoch, averaged_w, seconds, train_uas)``."""
         dim = 1 << self.bits
         w = np.zeros(dim)
         u = np.zeros(dim)
@@ -293,7 +297,8 @@ class HigherOrderParser:
             t0 = time.perf_counter()
             wrong = 0
             total = 0
-            for i in rng.permutation(len(encs)):
+            order = rng.permutation(len(encs))
+            for i in (progress(order, epoch) if progress else order):
                 enc, gold = encs[i], golds[i]
                 pred = decode(i, w)
                 n = enc.n
@@ -312,20 +317,22 @@ class HigherOrderParser:
                             self.hof.accumulate_tree(enc.codes, gold, vec, sc)
                             self.hof.accumulate_tree(enc.codes, pred, vec, -sc)
                 c += 1.0
-            if log:
-                log(f"{what} epoch {epoch}: train UAS {1 - wrong / max(total, 1):.4f} "
-                    f"({time.perf_counter() - t0:.1f}s)")
+            if on_epoch:
+                on_epoch(epoch, w - u / c, time.perf_counter() - t0, 1 - wrong / max(total, 1))
         return w - u / c
 
     def train(self, sentences: Sequence, dev: Sequence | None = None,
               log: Callable[[str], None] | None = None,
-              pruner: "HigherOrderParser | None" = None) -> "HigherOrderParser":
+              pruner: "HigherOrderParser | None" = None, progress: Callable | None = None,
+              report: Callable | None = None) -> "HigherOrderParser":
         """Train pruner, higher-order model and labeler on gold-tree sentences.
 
-        ``pruner``: a trained parser whose first-order pruner (feature vocabularies
-        and weights) is reused instead of training a new one; it must have been
-        trained on the same sentences. ``dev`` is unused (kept for the CLI's
-        signature).
+        dev: with it, dev UAS is measured after every model epoch and the best
+            epoch's weights are kept. log(str): progress lines.
+        pruner: a trained parser whose first-order pruner (vocabularies and weights)
+            is reused instead of training a new one (same training sentences).
+        progress(iterable, epoch) wraps each model epoch; report(epoch, seconds,
+            dev_uas, dev_las, best) is called after each model epoch.
         """
         sentences = [s for s in sentences if len(s) > 0]
         if not sentences:
@@ -345,65 +352,105 @@ class HigherOrderParser:
         encs = self.fs.encode(sentences)
         golds = [np.asarray(s.heads, dtype=np.int64) for s in sentences]
 
-        def decode_first(i, w):
-            return sibling_decode(self._kept_arc_scores(encs[i], None, w), None,
-                                  single_root=self.single_root)
+        def say(epoch, w, seconds, uas, what):
+            if log:
+                log(f"{what} epoch {epoch}: train UAS {uas:.4f} ({seconds:.1f}s)")
 
         if pruner is None:
-            self.w_prune = self._perceptron(encs, golds, self.pruner_epochs, decode_first,
-                                            False, log, "pruner")
+            self.w_prune = self._perceptron(
+                encs, golds, self.pruner_epochs,
+                lambda i, w: self._first_order_best(encs[i], w)[1], False,
+                on_epoch=lambda e, w, s, u: say(e, w, s, u, "pruner"),
+            ).astype(np.float32)
             t1 = time.perf_counter()
         else:
             t1 = time.perf_counter()
             t0 = t1 - pruner.stats.get("pruner_train_s", 0.0)
+        self.labeler = self._fit_labeler(encs, golds, sentences)
+        t_lab = time.perf_counter()
         if self.first_order_only:
-            self.w_prune = self.w_prune.astype(np.float32).astype(np.float64)
-            self.w = np.zeros(0)
-            self.labeler.fit(sentences)
-            self.stats = {"pruner_train_s": t1 - t0}
+            self.w = np.zeros(0, dtype=np.float32)
+            self.stats = {"pruner_train_s": t1 - t0, "labeler_train_s": t_lab - t1}
+            self.meta = {"best_epoch": self.pruner_epochs}
             return self
         allowed = [self._allowed(e, g) for e, g in zip(encs, golds)]
         kept = sum(int(a.sum()) for a in allowed)
         words = sum(e.n for e in encs)
         t2 = time.perf_counter()
+        dev = [s for s in dev if len(s) > 0] if dev else []
+        dev_encs = self.fs.encode(dev) if dev else []
+        dev_allowed = [self._allowed(e) for e in dev_encs]
+        best = {"uas": -1.0, "w": None, "epoch": self.epochs}
+        history = []
 
-        def decode_ho(i, w):
-            return self._predict(encs[i], allowed[i], w)
+        def on_epoch(epoch, w, seconds, uas):
+            say(epoch, w, seconds, uas, f"order-{self.order}")
+            dev_uas = dev_las = None
+            is_best = False
+            if dev:
+                w32 = w.astype(np.float32)
+                heads = [self._predict(e, a, w32) for e, a in zip(dev_encs, dev_allowed)]
+                hit = sum(int((h[1:] == s.heads[1:]).sum()) for h, s in zip(heads, dev))
+                dev_uas = 100.0 * hit / max(sum(len(s) for s in dev), 1)
+                labs = [self.labeler.predict_labels(e, h) for e, h in zip(dev_encs, heads)]
+                lhit = sum(int(((h[1:] == s.heads[1:]) & (lb[1:] == s.deprels[1:])).sum())
+                           for h, lb, s in zip(heads, labs, dev))
+                dev_las = 100.0 * lhit / max(sum(len(s) for s in dev), 1)
+                if dev_uas > best["uas"]:
+                    best.update(uas=dev_uas, w=w32, epoch=epoch)
+                    is_best = True
+                if log:
+                    log(f"order-{self.order} epoch {epoch}: dev UAS {dev_uas:.2f} LAS {dev_las:.2f}")
+            history.append({"epoch": epoch, "seconds": round(seconds, 3), "dev_uas": dev_uas,
+                            "dev_las": dev_las})
+            if report:
+                report(epoch, seconds, dev_uas, dev_las, is_best)
 
-        self.w = self._perceptron(encs, golds, self.epochs, decode_ho, bool(self.parts), log,
-                                  f"order-{self.order}")
+        final = self._perceptron(encs, golds, self.epochs,
+                                 lambda i, w: self._predict(encs[i], allowed[i], w),
+                                 bool(self.parts), on_epoch=on_epoch, progress=progress)
+        self.w = best["w"] if best["w"] is not None else final.astype(np.float32)
         t3 = time.perf_counter()
-        # the model is saved as float32: parse with exactly the weights that get saved
-        self.w = self.w.astype(np.float32).astype(np.float64)
-        self.w_prune = self.w_prune.astype(np.float32).astype(np.float64)
-        self.labeler.fit(sentences)
-        self.stats = {"pruner_train_s": t1 - t0, "prune_s": t2 - t1, "model_train_s": t3 - t2,
+        self.stats = {"pruner_train_s": t1 - t0, "labeler_train_s": t_lab - t1,
+                      "prune_s": t2 - t_lab, "model_train_s": t3 - t2,
                       "kept_arcs_per_word": kept / max(words, 1)}
+        self.meta = {"best_epoch": best["epoch"], "history": history}
         return self
 
+    def _fit_labeler(self, encs, golds, sentences) -> Labeler:
+        labels = np.unique(np.concatenate([s.deprels[1:] for s in sentences]).astype(str))
+        used = set(ATTRS) if self.fs.name != "mcdonald" else {"word", "p5", "pos"}
+        lab = Labeler(label_templates(used), labels, bits=18)
+        return lab.fit(encs, golds, [s.deprels for s in sentences],
+                       epochs=min(max(self.epochs, self.pruner_epochs), 10), seed=self.seed)
+
     # ------------------------------------------------------------------ parsing
-    def predict_heads(self, sentences: Sequence) -> list[np.ndarray]:
-        """Heads (n+1,) of every sentence."""
-        self._check_trained()
+    def _heads_of(self, encs: list) -> list[np.ndarray]:
         out = []
-        encs = self.fs.encode(list(sentences))
-        for s, enc in zip(sentences, encs):
-            n = len(s)
-            if n == 0:
+        for enc in encs:
+            if enc.n == 0:
                 out.append(np.array([-1], dtype=np.int64))
-                continue
-            if self.first_order_only:
-                out.append(sibling_decode(self._kept_arc_scores(enc, None, self.w_prune), None,
-                                          single_root=self.single_root))
+            elif self.first_order_only:
+                out.append(self._first_order_best(enc, self.w_prune)[1])
             else:
                 out.append(self._predict(enc, self._allowed(enc), self.w))
         return out
 
+    def predict_heads(self, sentences: Sequence) -> list[np.ndarray]:
+        """Heads (n+1,) of every sentence."""
+        self._check_trained()
+        return self._heads_of(self.fs.encode(list(sentences)))
+
     def parse(self, sentences: Sequence) -> list:
         """Copies of the sentences with predicted HEAD and DEPREL columns."""
+        self._check_trained()
         sentences = list(sentences)
-        heads = self.predict_heads(sentences)
-        labels = self.labeler.predict(sentences, heads)
+        encs = self.fs.encode(sentences)
+        heads = self._heads_of(encs)
+        if isinstance(self.labeler, _LabelTable):
+            labels = self.labeler.predict(sentences, heads)
+        else:
+            labels = [self.labeler.predict_labels(e, h) for e, h in zip(encs, heads)]
         return [s.with_tree(h, d) for s, h, d in zip(sentences, heads, labels)]
 
     def pruning_recall(self, sentences: Sequence) -> tuple[float, float]:
@@ -422,64 +469,167 @@ class HigherOrderParser:
         return hit / max(tot, 1), kept / max(tot, 1)
 
     def _check_trained(self) -> None:
-        if self.w is None or self.fs is None:
+        if self.w is None or self.fs is None or self.w_prune is None:
             raise ModelError("the model is not trained")
 
     # ------------------------------------------------------------------ persistence
+    def _options(self) -> dict:
+        return {"order": self.order, "parts": list(self.parts), "bits": self.bits,
+                "epochs": self.epochs, "pruner_epochs": self.pruner_epochs,
+                "max_heads": self.max_heads, "threshold": self.threshold,
+                "prune_temperature": self.prune_temperature, "single_root": self.single_root,
+                "seed": self.seed, "learner": self.learner}
+
     def save(self, path: str | os.PathLike) -> None:
-        """Write the model atomically as one .npz (no pickle)."""
+        """Write the model atomically as one .npz (no pickle), common arboreal format."""
         self._check_trained()
-        meta = {
-            "model_type": self.model_type, "format_version": FORMAT_VERSION,
-            "order": self.order, "parts": list(self.parts), "features": self.fs.config(),
-            "bits": self.bits, "epochs": self.epochs, "pruner_epochs": self.pruner_epochs,
-            "max_heads": self.max_heads, "threshold": self.threshold,
-            "prune_temperature": self.prune_temperature,
-            "single_root": self.single_root, "seed": self.seed, "learner": self.learner,
-            "label_default": self.labeler.default, "stats": self.stats,
-        }
-        arrays = {"meta": np.array(json.dumps(meta)),
-                  "w": self.w.astype(np.float32), "w_prune": self.w_prune.astype(np.float32),
-                  "lab_keys": self.labeler.keys, "lab_labels": self.labeler.labels,
-                  "lab_mod_keys": self.labeler.mod_keys, "lab_mod_labels": self.labeler.mod_labels}
+        if not isinstance(self.labeler, Labeler):
+            raise ModelError("models with the old table labeler cannot be saved again")
+        w_idx, w_val = sparse_vector(self.w)
+        p_idx, p_val = sparse_vector(self.w_prune)
+        l_idx, l_val = sparse_vector(self.labeler.W)
+        arrays = {"w_idx": w_idx, "w_val": w_val.astype(np.float32),
+                  "p_idx": p_idx, "p_val": p_val.astype(np.float32),
+                  "l_idx": l_idx, "l_val": l_val.astype(np.float32),
+                  "labels": self.labeler.labels.astype(str)}
         for name, v in self.fs.vocabs.items():
-            arrays[f"vocab_{name}"] = v
+            arrays[f"vocab_{name}"] = np.asarray(v, dtype=str)
         if self.fs.allowed is not None:
-            arrays["feature_mask"] = self.fs.allowed
-        path = Path(path)
-        fd, tmp = tempfile.mkstemp(dir=path.parent or ".", prefix=".arboreal.", suffix=".npz")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                np.savez(f, **arrays)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+            arrays["allowed"] = np.packbits(self.fs.allowed)
+        meta = {"model_type": self.model_type, "module_version": FORMAT_VERSION + 1,
+                "options": self._options(), "features": self.fs.config(),
+                "labeler": {"templates": self.labeler.templates, "bits": self.labeler.bits},
+                "stats": self.stats, **self.meta}
+        save_model_file(path, meta, arrays)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "HigherOrderParser":
         """Read a model written by :meth:`save` (ModelError if it is not one)."""
         try:
-            with np.load(path, allow_pickle=False) as z:
-                data = {k: z[k] for k in z.files}
-            meta = json.loads(str(data["meta"]))
-        except (OSError, ValueError, KeyError) as e:
-            raise ModelError(f"{path}: not a readable arboreal model ({e})") from None
+            meta, arrays = load_model_file(path)
+        except ModelError:
+            legacy = _load_legacy(cls, path)
+            if legacy is None:
+                raise
+            return legacy
+        return cls.from_file_contents(str(path), meta, arrays)
+
+    @classmethod
+    def from_file_contents(cls, path: str, meta: dict, arrays: dict) -> "HigherOrderParser":
         if meta.get("model_type") != cls.model_type:
-            raise ModelError(f"{path}: model type {meta.get('model_type')!r} is not 'higher-order'")
-        p = cls(order=meta["order"], parts=meta["parts"], features=meta["features"]["name"]
-                if meta["features"]["name"] in ("mcdonald", "default") else "mcdonald",
-                bits=meta["bits"], epochs=meta["epochs"], pruner_epochs=meta["pruner_epochs"],
+            raise ModelError(f"{path}: model type {meta.get('model_type')!r} is not "
+                             f"{cls.model_type!r}")
+        try:
+            o = meta["options"]
+            p = cls(order=o["order"], parts=o["parts"], bits=o["bits"], epochs=o["epochs"],
+                    pruner_epochs=o["pruner_epochs"], max_heads=o["max_heads"],
+                    threshold=o["threshold"], prune_temperature=o["prune_temperature"],
+                    single_root=o["single_root"], seed=o["seed"])
+            fcfg = meta["features"]
+            p.features_name = fcfg["name"]
+            vocabs = {k[len("vocab_"):]: v for k, v in arrays.items() if k.startswith("vocab_")}
+            mask = None
+            if "allowed" in arrays:
+                mask = np.unpackbits(arrays["allowed"])[: 1 << fcfg["bits"]].astype(bool)
+            p.fs = FeatureSet.from_config(fcfg, vocabs, mask)
+            p.w = dense_vector(arrays["w_idx"], arrays["w_val"],
+                               0 if p.first_order_only else p.fs.dim)
+            p.w_prune = dense_vector(arrays["p_idx"], arrays["p_val"], p.fs.dim)
+            lcfg = meta["labeler"]
+            p.labeler = Labeler(lcfg["templates"], arrays["labels"], bits=lcfg["bits"])
+            p.labeler.W = dense_vector(arrays["l_idx"], arrays["l_val"], p.labeler.W.size
+                                       ).reshape(p.labeler.W.shape)
+            p.stats = meta.get("stats", {})
+            p.meta = {k: meta[k] for k in ("best_epoch", "history") if k in meta}
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ModelError(f"{path}: model file is incomplete or corrupt ({exc})") from None
+        return p
+
+
+def _load_legacy(cls, path) -> "HigherOrderParser | None":
+    """Files of this module's first format (key "meta", table labeler); None if not one."""
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            if "meta" not in z.files:
+                return None
+            data = {k: z[k] for k in z.files}
+        meta = json.loads(str(data["meta"]))
+    except (OSError, ValueError, KeyError, EOFError):
+        return None
+    if meta.get("model_type") != cls.model_type:
+        raise ModelError(f"{path}: model type {meta.get('model_type')!r} is not 'higher-order'")
+    try:
+        p = cls(order=meta["order"], parts=meta["parts"], bits=meta["bits"],
+                epochs=meta["epochs"], pruner_epochs=meta["pruner_epochs"],
                 max_heads=meta["max_heads"], threshold=meta["threshold"],
-                prune_temperature=meta["prune_temperature"],
-                single_root=meta["single_root"], seed=meta["seed"])
+                prune_temperature=meta["prune_temperature"], single_root=meta["single_root"],
+                seed=meta["seed"])
         vocabs = {k[len("vocab_"):]: v for k, v in data.items() if k.startswith("vocab_")}
         p.fs = FeatureSet.from_config(meta["features"], vocabs, data.get("feature_mask"))
-        p.w = data["w"].astype(np.float64)
-        p.w_prune = data["w_prune"].astype(np.float64)
-        p.labeler.keys, p.labeler.labels = data["lab_keys"], data["lab_labels"]
-        p.labeler.mod_keys, p.labeler.mod_labels = data["lab_mod_keys"], data["lab_mod_labels"]
-        p.labeler.default = meta["label_default"]
+        p.w = data["w"].astype(np.float32)
+        p.w_prune = data["w_prune"].astype(np.float32)
+        lab = _LabelTable()
+        lab.keys, lab.labels = data["lab_keys"], data["lab_labels"]
+        lab.mod_keys, lab.mod_labels = data["lab_mod_keys"], data["lab_mod_labels"]
+        lab.default = meta["label_default"]
+        p.labeler = lab
         p.stats = meta.get("stats", {})
-        return p
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ModelError(f"{path}: model file is incomplete or corrupt ({exc})") from None
+    return p
+
+
+def train(train_sentences: list, dev: list | None = None, order: int = 2,
+          parts: str | Sequence[str] | None = None, progress: Callable | None = None,
+          log: Callable | None = None, learner: str = "perceptron", decoder: str = "eisner",
+          single_root: bool = True, epochs: int = 10, seed: int = 0,
+          features: str = "default", feature_cutoff: int = 0, hash_bits: int = 22,
+          **options) -> HigherOrderParser:
+    """Entry point of ``arboreal train --order 2|3 [--parts ...]`` (the CLI's hook).
+
+    ``log`` receives the first-order parser's EpochReport objects (one per model
+    epoch). Options (``--learner-option KEY=VALUE``): pruner_epochs (default = epochs),
+    max_heads (10), threshold (1e-4), prune_temperature (10).
+    """
+    from arboreal.models.parser import EpochReport
+
+    if learner != "perceptron":
+        raise ArborealError(f"higher-order models train with the perceptron only, not {learner!r}")
+    if decoder != "eisner":
+        raise ArborealError("higher-order models decode projectively: use --decoder eisner")
+    if feature_cutoff:
+        raise ArborealError("--feature-cutoff is not supported with --order 2/3")
+    allowed_opts = {"pruner_epochs", "max_heads", "threshold", "prune_temperature"}
+    bad = set(options) - allowed_opts
+    if bad:
+        raise ArborealError(f"unknown higher-order option(s) {sorted(bad)}; "
+                            f"choose from {sorted(allowed_opts)}")
+    if not 10 <= hash_bits <= 30:
+        raise ArborealError("--hash-bits must lie in 10..30")
+    if isinstance(parts, (list, tuple)):
+        parts = ",".join(parts)
+    try:
+        model = HigherOrderParser(order=order, parts=parts, features=features, bits=hash_bits,
+                                  epochs=epochs, pruner_epochs=options.get("pruner_epochs", epochs),
+                                  max_heads=options.get("max_heads", 10),
+                                  threshold=options.get("threshold", 1e-4),
+                                  prune_temperature=options.get("prune_temperature", 10.0),
+                                  single_root=single_root, seed=seed)
+    except ValueError as exc:
+        raise ArborealError(str(exc)) from None
+    report = None
+    if log is not None:
+        def report(epoch, seconds, dev_uas, dev_las, best):
+            log(EpochReport(epoch, seconds, dev_uas, dev_las, best))
+    return model.train(train_sentences, dev, progress=progress, report=report)
+
+
+def _register() -> None:
+    try:
+        from arboreal.models import register_model_type
+    except ImportError:
+        return
+    register_model_type(HigherOrderParser.model_type, HigherOrderParser)
+
+
+_register()

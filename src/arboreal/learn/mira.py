@@ -21,7 +21,7 @@ head (the two-stage parser trains labels separately, see
   bounded by ``max_per_word * n``.
 
 Options: ``C`` (upper bound of the dual variables, default inf as in the paper),
-``k`` (KBestMira), ``max_per_word`` (FactoredMira).
+``average`` (default True), ``k`` (KBestMira), ``max_per_word`` (FactoredMira).
 """
 from __future__ import annotations
 
@@ -55,10 +55,14 @@ def _constraint_matrix(fs, enc, rows: list[tuple[np.ndarray, np.ndarray, np.ndar
 class _MiraBase:
     name = "mira"
 
-    def __init__(self, C: float = np.inf):
+    def __init__(self, C: float = np.inf, average: bool = True):
         self.C = float(C)
+        self.average = bool(average)
         if not self.C > 0:
             raise ValueError("MIRA option C must be > 0")
+
+    def _final(self, w, u, c):
+        return w - u / c if self.average else w.astype(np.float64)
 
     def fit(self, data: ArcFactoredData, epochs: int, on_epoch: EpochCallback | None = None,
             seed: int = 0) -> np.ndarray:
@@ -80,8 +84,8 @@ class _MiraBase:
                     u[U] += c * delta
                 c += 1.0
             if on_epoch is not None:
-                on_epoch(epoch, w - u / c)
-        return w - u / c
+                on_epoch(epoch, self._final(w, u, c))
+        return self._final(w, u, c)
 
     def _trees_update(self, fs, enc, gold, scores, trees):
         """Hildreth update for tree constraints s(gold) - s(y) >= loss(y), y in trees."""
@@ -133,8 +137,8 @@ class KBestMira(_MiraBase):
 
     name = "kbest-mira"
 
-    def __init__(self, C: float = np.inf, k: int = 5):
-        super().__init__(C)
+    def __init__(self, C: float = np.inf, k: int = 5, average: bool = True):
+        super().__init__(C, average)
         self.k = int(k)
         if self.k < 1:
             raise ValueError("k-best MIRA option k must be >= 1")
@@ -152,8 +156,8 @@ class FactoredMira(_MiraBase):
 
     name = "factored-mira"
 
-    def __init__(self, C: float = np.inf, max_per_word: int = 5):
-        super().__init__(C)
+    def __init__(self, C: float = np.inf, max_per_word: int = 5, average: bool = True):
+        super().__init__(C, average)
         self.max_per_word = int(max_per_word)
         if self.max_per_word < 1:
             raise ValueError("factored MIRA option max_per_word must be >= 1")

@@ -1,0 +1,139 @@
+"""Feature engine: kernels agree with the pure-Python reference and with each other."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from arboreal.features import FeatureSet
+from arboreal.features.first_order import LONG
+from arboreal.features.hashing import arc_ids, group_hashes, reference_arc_ids
+from arboreal.io.sentence import Sentence
+from arboreal.models.labeler import LABEL_TEMPLATES
+from arboreal.features.hashing import compile_templates
+from arboreal.features.first_order import ATTR_INDEX
+
+WORDS = ["The", "quick", "brownish", "fox", "jumped", "over", "3", "lazy", "dogs", "yesterday"]
+POS = ["DET", "ADJ", "ADJ", "NOUN", "VERB", "ADP", "NUM", "ADJ", "NOUN", "ADV"]
+
+
+def make_sentence(words, pos, heads=None, seed=0) -> Sentence:
+    n = len(words)
+    rng = np.random.default_rng(seed)
+    if heads is None:  # a random tree: attach each word to an earlier-visited one
+        order = rng.permutation(np.arange(1, n + 1))
+        heads = np.full(n + 1, -1)
+        placed = [0]
+        for m in order:
+            heads[m] = placed[rng.integers(len(placed))]
+            placed.append(m)
+    col = lambda xs: np.array(["<root>"] + list(xs), dtype=object)  # noqa: E731
+    return Sentence(forms=col(words), lemmas=col(w.lower() for w in words), upos=col(pos),
+                    xpos=col(p[:2] for p in pos), feats=col("_" if p != "NOUN" else "Number=Sing" for p in pos),
+                    heads=np.asarray(heads, dtype=np.int32), deprels=col(["dep"] * n),
+                    deps=col(["_"] * n), misc=col(["_"] * n))
+
+
+@pytest.fixture(scope="module")
+def corpus():
+    rng = np.random.default_rng(1)
+    sents = []
+    for k in range(6):
+        n = int(rng.integers(1, 9))
+        idx = rng.integers(0, len(WORDS), n)
+        sents.append(make_sentence([WORDS[i] for i in idx], [POS[i] for i in idx], seed=k))
+    return sents
+
+
+@pytest.mark.parametrize("name", ["mcdonald", "default"])
+def test_arc_scores_match_reference_dot_product(corpus, name):
+    fs = FeatureSet(name, bits=14).fit(corpus[:4])
+    w = np.random.default_rng(2).standard_normal(fs.dim)
+    for enc in fs.encode(corpus):
+        scores = fs.arc_scores(enc, w)
+        n = enc.n
+        for h in range(n + 1):
+            for m in range(1, n + 1):
+                if h == m:
+                    continue
+                ids = reference_arc_ids(enc.codes, fs.table, h, m, np.zeros(0, int), LONG, fs.bits)
+                assert ids, "every arc has features"
+                assert scores[h, m] == pytest.approx(sum(w[i] for i in ids), abs=1e-9)
+        assert (scores[:, 0] == 0).all() and (np.diag(scores) == 0).all()
+
+
+def test_unknown_words_get_unk_code_and_prefix_templates_need_long_words(corpus):
+    fs = FeatureSet("mcdonald", bits=14).fit(corpus)
+    enc = fs.encode([make_sentence(["zzzz"], ["NOUN"])])[0]
+    assert enc.codes[0, 2] == 3  # UNK
+    # "h.p5" templates fire only for words longer than 5 characters
+    short = fs.encode([make_sentence(["dogs", "fox"], ["NOUN", "NOUN"])])[0]
+    long_ = fs.encode([make_sentence(["yesterday", "fox"], ["ADV", "NOUN"])])[0]
+    k_short = len(reference_arc_ids(short.codes, fs.table, 1, 2, np.zeros(0, int), LONG, fs.bits))
+    k_long = len(reference_arc_ids(long_.codes, fs.table, 1, 2, np.zeros(0, int), LONG, fs.bits))
+    assert k_long > k_short
+
+
+@pytest.mark.parametrize("name", ["mcdonald", "default"])
+def test_accumulate_agrees_with_arc_scores(corpus, name):
+    fs = FeatureSet(name, bits=14).fit(corpus)
+    rng = np.random.default_rng(3)
+    w = rng.standard_normal(fs.dim)
+    for enc, s in zip(fs.encode(corpus), corpus):
+        n = enc.n
+        coef = rng.standard_normal((n + 1, n + 1)) * (rng.random((n + 1, n + 1)) < 0.5)
+        out = np.zeros(fs.dim)
+        fs.accumulate(enc, coef, out, scale=2.0)
+        scores = fs.arc_scores(enc, w)
+        mask = ~np.eye(n + 1, dtype=bool)
+        mask[:, 0] = False
+        assert w @ out == pytest.approx(2.0 * (coef * scores)[mask].sum(), rel=1e-9, abs=1e-9)
+        tree = np.zeros(fs.dim)
+        fs.accumulate_tree(enc, s.heads, tree, scale=-1.0)
+        assert w @ tree == pytest.approx(-sum(scores[s.heads[m], m] for m in range(1, n + 1)))
+        # explicit per-arc ids agree with the reference (as multisets)
+        hs, ms = np.nonzero(mask)
+        offsets, ids = fs.arc_features(enc, hs, ms)
+        for i, (h, m) in enumerate(zip(hs, ms)):
+            ref = reference_arc_ids(enc.codes, fs.table, h, m, np.zeros(0, int), LONG, fs.bits)
+            assert sorted(ids[offsets[i]:offsets[i + 1]].tolist()) == sorted(ref)
+
+
+def test_tree_anchored_templates_match_reference(corpus):
+    table = compile_templates(LABEL_TEMPLATES, ATTR_INDEX)
+    fs = FeatureSet("default", bits=14).fit(corpus)
+    for enc, s in zip(fs.encode(corpus), corpus):
+        heads = s.heads.astype(np.int64)
+        G = group_hashes(enc.codes, table, heads)
+        buf = np.empty(2 * len(LABEL_TEMPLATES) * (enc.n + 3), dtype=np.int64)
+        for m in range(1, enc.n + 1):
+            k = arc_ids(enc.codes, table, G, heads[m], m, heads, LONG, 12, buf)
+            ref = reference_arc_ids(enc.codes, table, int(heads[m]), m, heads, LONG, 12)
+            assert buf[:k].tolist() == ref
+
+
+def test_feature_cutoff_masks_rare_features(corpus):
+    fs = FeatureSet("mcdonald", bits=14, cutoff=2).fit(corpus)
+    assert fs.allowed is not None and 0 < fs.allowed.sum() < fs.dim
+    enc = fs.encode(corpus)
+    out = np.zeros(fs.dim)
+    for e, s in zip(enc, corpus):
+        fs.accumulate_tree(e, s.heads, out)
+    assert (out[~fs.allowed] == 0).all()
+    assert (out[fs.allowed] >= 2).all()
+
+
+def test_encode_is_deterministic_and_compact(corpus):
+    fs = FeatureSet("default", bits=14).fit(corpus)
+    a, b = fs.encode(corpus), fs.encode(corpus)
+    for x, y in zip(a, b):
+        assert x.codes.dtype == np.int32 and (x.codes == y.codes).all()
+        assert x.codes.shape[1] == x.n + 3
+
+
+def test_bad_options():
+    with pytest.raises(ValueError):
+        FeatureSet("nope")
+    with pytest.raises(ValueError):
+        FeatureSet(["h.word q.pos"])
+    with pytest.raises(RuntimeError):
+        FeatureSet("mcdonald").encode([])

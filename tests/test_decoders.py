@@ -174,6 +174,25 @@ def test_batched_equals_single(seed, single_root, dtype, B, ties):
         assert np.isneginf(ks[b, kk:]).all()
 
 
+@settings(max_examples=20, deadline=None)
+@given(n=st.integers(7, 40), seed=st.integers(0, 2**31), single_root=st.booleans())
+def test_planted_tree_recovered(n, seed, single_root):
+    # medium n: a projective tree whose arcs get +100 over N(0, 1) noise is
+    # the unique argmax for every decoder
+    rng = np.random.default_rng(seed)
+    planted = eisner(rng.normal(size=(n + 1, n + 1)), single_root=single_root)
+    assert is_tree(planted, single_root) and is_projective(planted)
+    s = rng.normal(size=(n + 1, n + 1))
+    s[planted[1:], np.arange(1, n + 1)] += 100.0
+    assert np.array_equal(eisner(s, single_root=single_root), planted)
+    assert np.array_equal(chu_liu_edmonds(s, single_root=single_root), planted)
+    h, sc = eisner_kbest(s, 3, single_root=single_root)
+    assert np.array_equal(h[0], planted) and len(h) == 3
+    assert sc[1] < sc[0] - 50                 # every other tree misses a bonus
+    batch = np.repeat(s[None], 17, axis=0)    # the chunked batch kernel
+    assert (eisner(batch, single_root=single_root) == planted).all()
+
+
 def test_fewer_trees_than_k():
     s = np.zeros((3, 3))                      # n = 2: 2 single-root, 3 multi-root trees
     h, sc = eisner_kbest(s, 10)

@@ -119,3 +119,30 @@ def test_tiny_treebank_fitted_exactly(projective):
                            projective=projective, single_root=True)
     w = LogLinear(C=10.0).fit(data, epochs=60)
     assert train_accuracy(fs, encs, sents, w, projective) == 1.0
+
+
+def test_dense_accumulate_equals_feature_set_accumulate_and_is_the_scoring_adjoint():
+    from arboreal.features import FeatureSet
+    from arboreal.io.conllu import read_conllu
+    from arboreal.learn.loglinear import accumulate_dense
+
+    sents = [s for s in read_conllu(SAMPLE)[:40] if len(s) >= 2][:25]
+    rng = np.random.default_rng(0)
+    for cutoff in (0, 2):
+        fs = FeatureSet("default", bits=16, cutoff=cutoff).fit(sents)
+        for enc in fs.encode(sents)[:8]:
+            n = enc.n
+            coef = rng.normal(size=(n + 1, n + 1))
+            coef[rng.random((n + 1, n + 1)) < 0.3] = 0.0
+            a = np.zeros(fs.dim)
+            b = np.zeros(fs.dim)
+            fs.accumulate(enc, coef, a, 0.7)
+            accumulate_dense(fs, enc, coef, b, 0.7)
+            np.testing.assert_allclose(b, a, atol=1e-10)
+            if cutoff == 0:  # adjoint: <w, A^T coef> = <scores(w), coef> on scoreable arcs
+                w = rng.normal(size=fs.dim)
+                S = fs.arc_scores(enc, w)
+                valid = np.ones((n + 1, n + 1), bool)
+                valid[:, 0] = False
+                np.fill_diagonal(valid, False)
+                assert w @ b == pytest.approx(0.7 * (S * coef)[valid].sum(), rel=1e-9)

@@ -46,7 +46,7 @@ from typing import Callable
 import numpy as np
 
 from arboreal.learn import ArcFactoredData
-from arboreal.learn.loglinear import ScoredBuckets, batch_marginals
+from arboreal.learn.loglinear import ScoredBuckets, accumulate_dense, batch_marginals
 
 __all__ = ["ExponentiatedGradient", "primal_objective"]
 
@@ -205,7 +205,7 @@ class ExponentiatedGradient:
                                  dtype=np.float64)
                 new = np.where(mask, new, 0.0)
                 old = mu[lo:hi].reshape(n + 1, n + 1)
-                fs.accumulate(data.encoded[i], old - new, w, C)
+                accumulate_dense(fs, data.encoded[i], old - new, w, C)
                 mu[lo:hi] = new.ravel()
             q_new = dual()
             accepted = q_new >= q

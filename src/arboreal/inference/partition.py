@@ -45,7 +45,7 @@ def _reduce_labels(scores: np.ndarray) -> np.ndarray:
     return np.where(m == -np.inf, -np.inf, np.where(np.isnan(m) | (m == np.inf), m, s))
 
 
-def _run(scores, projective, single_root, labeled, lengths, want):
+def _run(scores, projective, single_root, labeled, lengths, want, force_log=False):
     batch, lengths, single = as_batch(scores, lengths, labeled=labeled)
     if batch.dtype not in (np.float32, np.float64):
         batch = batch.astype(np.float64)
@@ -62,7 +62,7 @@ def _run(scores, projective, single_root, labeled, lengths, want):
         order = np.argsort(-lengths, kind="stable")
         used_log = np.zeros(B, dtype=np.bool_)
         _mtt_batch(arcs, lengths, order, lanes, bool(single_root), want, logz, out, bad,
-                   used_log)
+                   used_log, force_log)
     if bad.any():
         b = int(np.flatnonzero(bad)[0])
         where = "" if single else f" (sentence {b} of the batch)"

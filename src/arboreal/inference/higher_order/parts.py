@@ -90,37 +90,55 @@ class PartIndex:
 
     @classmethod
     def compact(cls, allowed: np.ndarray) -> "PartIndex":
-        """Compact index of a pruned sentence; ``allowed`` (n+1, n+1) bool."""
+        """Compact index of a pruned sentence; ``allowed`` (n+1, n+1) bool. O(n^2)."""
         allowed = np.asarray(allowed, dtype=bool)
         n = allowed.shape[0] - 1
         allowed = cls._clean(n, allowed)
-        N = n + 1
-        slot = np.where(allowed, np.cumsum(allowed, axis=1), -1).astype(np.int64)
-        r = np.arange(N)
-        slot[r, r] = 0
-        width = allowed.sum(axis=1).astype(np.int64) + 1
-        g, h = np.nonzero(allowed)            # row-major: arc ids in (g, h) order
-        arcid = np.full((N, N), -1, dtype=np.int64)
-        arcid[g, h] = np.arange(len(g))
-        wa = width[h]
-
-        def offsets(sizes: np.ndarray) -> tuple[np.ndarray, int]:
-            off = np.zeros(len(sizes), dtype=np.int64)
-            if len(sizes) > 1:
-                np.cumsum(sizes[:-1], out=off[1:])
-            return off, int(sizes.sum())
-
-        sib_off, n_sib = offsets(width ** 2)
-        grand_off, n_grand = offsets(wa)
-        gsib_off, n_gsib = offsets(wa ** 2)
-        tri_off, n_tri = offsets(width ** 3)
-        return cls(n, allowed, slot, width, arcid, sib_off, grand_off, gsib_off, tri_off,
-                   n_sib, n_grand, n_gsib, n_tri)
+        t = _compact_tables(allowed)
+        return cls(n, allowed, *t[:7], *(int(x) for x in t[7]))
 
     def tables(self) -> tuple:
         """The integer tables in the order the numba kernels take them."""
         return (self.slot, self.width, self.arcid, self.sib_off, self.grand_off,
                 self.gsib_off, self.tri_off)
+
+
+@njit(cache=True)
+def _compact_tables(allowed):
+    N = allowed.shape[0]
+    slot = np.full((N, N), -1, dtype=np.int64)
+    width = np.ones(N, dtype=np.int64)
+    arcid = np.full((N, N), -1, dtype=np.int64)
+    A = 0
+    for h in range(N):
+        k = 0
+        for m in range(N):
+            if allowed[h, m]:
+                k += 1
+                slot[h, m] = k
+                arcid[h, m] = A
+                A += 1
+        slot[h, h] = 0
+        width[h] = k + 1
+    sib_off = np.zeros(N, dtype=np.int64)
+    tri_off = np.zeros(N, dtype=np.int64)
+    grand_off = np.zeros(A, dtype=np.int64)
+    gsib_off = np.zeros(A, dtype=np.int64)
+    sizes = np.zeros(4, dtype=np.int64)
+    for h in range(N):
+        sib_off[h] = sizes[0]
+        tri_off[h] = sizes[3]
+        sizes[0] += width[h] ** 2
+        sizes[3] += width[h] ** 3
+    for g in range(N):
+        for h in range(N):
+            a = arcid[g, h]
+            if a >= 0:
+                grand_off[a] = sizes[1]
+                gsib_off[a] = sizes[2]
+                sizes[1] += width[h]
+                sizes[2] += width[h] ** 2
+    return slot, width, arcid, sib_off, grand_off, gsib_off, tri_off, sizes
 
 
 @lru_cache(maxsize=256)

@@ -9,6 +9,7 @@ their O(n^4) into roughly O(K^2 n^2).
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from arboreal.inference.higher_order.sibling import sibling_decode
 
@@ -21,7 +22,7 @@ def prune_arcs(marginals: np.ndarray, threshold: float = 1e-4, max_heads: int = 
     keep: optional heads (n+1,) whose arcs are kept whatever their marginal; by
     default the best projective tree under ``log mu`` (single- or multi-root as
     ``single_root``). Returns allowed (n+1, n+1) bool with column 0 and the
-    diagonal False. O(n^2 log n) plus one O(n^3) first-order decode.
+    diagonal False. O(n^2 K) plus, without ``keep``, one O(n^3) first-order decode.
     """
     mu = np.array(marginals, dtype=np.float64)
     if mu.ndim != 2 or mu.shape[0] != mu.shape[1]:
@@ -30,25 +31,49 @@ def prune_arcs(marginals: np.ndarray, threshold: float = 1e-4, max_heads: int = 
         raise ValueError("max_heads must be at least 1")
     N = mu.shape[0]
     n = N - 1
-    mu[:, 0] = -1.0
-    np.fill_diagonal(mu, -1.0)
-    allowed = np.zeros((N, N), dtype=bool)
     if n == 0:
-        return allowed
-    best = mu[:, 1:].max(axis=0)
-    order = np.argsort(-mu[:, 1:], axis=0, kind="stable")
-    rank = np.empty_like(order)
-    np.put_along_axis(rank, order, np.arange(N)[:, None].repeat(n, axis=1), axis=0)
-    allowed[:, 1:] = (mu[:, 1:] >= threshold * best[None, :]) & (rank < max_heads) \
-        & (mu[:, 1:] >= 0.0)
+        return np.zeros((N, N), dtype=bool)
     if keep is None:
         with np.errstate(divide="ignore"):
             logmu = np.log(np.clip(mu, 0.0, None))
         logmu = np.maximum(logmu, -1e4)   # finite: every tree stays reachable
         keep = sibling_decode(logmu, None, single_root=single_root)
-    keep = np.asarray(keep)
-    m = np.arange(1, N)
-    allowed[keep[1:], m] = True
-    allowed[:, 0] = False
-    np.fill_diagonal(allowed, False)
+    keep = np.asarray(keep, dtype=np.int64)
+    if keep.shape != (N,):
+        raise ValueError(f"keep must have shape ({N},), got {keep.shape}")
+    return _prune(mu, float(threshold), int(max_heads), keep)
+
+
+@njit(cache=True)
+def _prune(mu, threshold, K, keep):
+    N = mu.shape[0]
+    allowed = np.zeros((N, N), dtype=np.bool_)
+    top = np.empty(K, dtype=np.int64)
+    for m in range(1, N):
+        best = -1.0
+        for h in range(N):
+            if h != m and mu[h, m] > best:
+                best = mu[h, m]
+        # the K largest heads (ties: lower index first), above the ratio threshold
+        nt = 0
+        for h in range(N):
+            if h == m:
+                continue
+            v = mu[h, m]
+            if v < threshold * best or v < 0.0:
+                continue
+            if nt < K:
+                pos = nt
+                nt += 1
+            elif v > mu[top[K - 1], m]:
+                pos = K - 1
+            else:
+                continue
+            while pos > 0 and mu[top[pos - 1], m] < v:
+                top[pos] = top[pos - 1]
+                pos -= 1
+            top[pos] = h
+        for i in range(nt):
+            allowed[top[i], m] = True
+        allowed[keep[m], m] = True
     return allowed

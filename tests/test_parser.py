@@ -1,0 +1,123 @@
+"""Parser model: fits a tiny treebank, save/load round trip, bad model files."""
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from arboreal.errors import ModelError
+from arboreal.models import Parser, attachment_scores, load_model, register_model_type
+
+SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample"
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    from arboreal.io.conllu import read_conllu
+
+    from arboreal.models.parser import _is_projective
+
+    # projective trees only: the default decoder (Eisner) cannot output the others
+    sents = read_conllu(SAMPLE / "en_ewt-sample-train.conllu")
+    return [s for s in sents if 3 <= len(s) <= 20 and _is_projective(s.heads)][:30]
+
+
+@pytest.fixture(scope="module")
+def model(tiny):
+    # no dev set: the final (not the best-on-dev) weights; unaveraged, so the training
+    # data must be fitted exactly
+    return Parser.train(tiny, learner="perceptron", epochs=8, seed=0, features="default",
+                        hash_bits=18, label_bits=14, average=False)
+
+
+def test_parser_fits_its_training_data(tiny, model):
+    parsed = model.parse(tiny)
+    uas, las = attachment_scores(tiny, [s.heads for s in parsed], [s.deprels for s in parsed])
+    assert uas == 100.0 and las == 100.0
+    assert model.meta["best_epoch"] == 8 and len(model.meta["history"]) == 8
+
+
+def test_parse_fills_only_heads_and_deprels(tiny, model):
+    blank = [s.with_tree(np.full(len(s) + 1, -1), np.array(["_"] * (len(s) + 1), dtype=object))
+             for s in tiny[:5]]
+    out = model.parse(blank)
+    for s, o in zip(tiny[:5], out):
+        for col in ("forms", "lemmas", "upos", "xpos", "feats", "deps", "misc"):
+            assert (getattr(s, col) == getattr(o, col)).all()
+        assert o.comments == s.comments and o.extra == s.extra
+        assert o.has_heads and (o.heads == s.heads).all()
+
+
+def test_save_load_round_trip(tmp_path, tiny, model):
+    path = tmp_path / "m.npz"
+    model.save(path)
+    for loaded in (Parser.load(path), load_model(path)):
+        assert isinstance(loaded, Parser)
+        assert loaded.decoder == model.decoder and loaded.single_root == model.single_root
+        a, b = model.parse(tiny), loaded.parse(tiny)
+        for x, y in zip(a, b):
+            assert (x.heads == y.heads).all() and (x.deprels == y.deprels).all()
+        assert loaded.meta["training"]["learner"] == "perceptron"
+    assert not list(tmp_path.glob(".*tmp"))  # atomic write leaves no temporary file
+
+
+def test_bad_model_files(tmp_path, model):
+    good = tmp_path / "m.npz"
+    model.save(good)
+    with pytest.raises(ModelError, match="no such model file"):
+        load_model(tmp_path / "missing.npz")
+    trunc = tmp_path / "trunc.npz"
+    trunc.write_bytes(good.read_bytes()[: good.stat().st_size // 2])
+    with pytest.raises(ModelError):
+        load_model(trunc)
+    text = tmp_path / "text.npz"
+    text.write_text("hello\n")
+    with pytest.raises(ModelError):
+        load_model(text)
+    foreign = tmp_path / "foreign.npz"
+    np.savez(foreign, a=np.arange(3))
+    with pytest.raises(ModelError, match="not an arboreal model"):
+        load_model(foreign)
+    with zipfile.ZipFile(good) as z:
+        names = z.namelist()
+    assert "__meta__.npy" in names
+
+
+def test_unknown_model_type_and_registry(tmp_path, model):
+    from arboreal.models.serialization import load_model_file, save_model_file
+
+    meta, arrays = load_model_file(_saved(tmp_path, model))
+    meta["model_type"] = "martian"
+    other = tmp_path / "other.npz"
+    save_model_file(other, {k: v for k, v in meta.items() if not k.startswith("format")}, arrays)
+    with pytest.raises(ModelError, match="unknown model type"):
+        load_model(other)
+
+    class Fake:
+        @classmethod
+        def from_file_contents(cls, path, meta, arrays):
+            return cls()
+
+    register_model_type("martian", Fake)
+    assert isinstance(load_model(other), Fake)
+
+
+def _saved(tmp_path, model):
+    path = tmp_path / "s.npz"
+    model.save(path)
+    return path
+
+
+def test_auto_decoder_is_chosen_and_stored(tmp_path, tiny):
+    p = Parser.train(tiny[:15], dev=tiny[:15], decoder="auto", epochs=2, hash_bits=16,
+                     label_bits=12, features="mcdonald")
+    assert p.decoder in ("eisner", "cle")
+    assert p.meta["training"]["train_decoder"] == "cle"
+    history = p.meta["history"]
+    assert [h["epoch"] for h in history] == [1, 2] and all(h["dev_uas"] is not None for h in history)
+    best = max(history, key=lambda h: h["dev_uas"])
+    assert p.meta["best_epoch"] == best["epoch"]
+    p.save(tmp_path / "a.npz")
+    assert Parser.load(tmp_path / "a.npz").decoder == p.decoder

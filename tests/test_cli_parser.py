@@ -1,0 +1,106 @@
+"""arboreal train / arboreal parse: round trip through files and stdin, error exits."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from arboreal.cli import main
+
+SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample"
+
+
+@pytest.fixture(scope="module")
+def small_files(tmp_path_factory):
+    from arboreal.io.conllu import read_conllu, write_conllu
+
+    d = tmp_path_factory.mktemp("cli")
+    sents = read_conllu(SAMPLE / "en_ewt-sample-train.conllu")
+    write_conllu(sents[:40], d / "train.conllu")
+    write_conllu(sents[40:60], d / "dev.conllu")
+    return d
+
+
+@pytest.fixture(scope="module")
+def trained(small_files):
+    model = small_files / "m.npz"
+    rc = main(["train", str(small_files / "train.conllu"), "--dev", str(small_files / "dev.conllu"),
+               "-o", str(model), "--epochs", "2", "--hash-bits", "18", "--quiet"])
+    assert rc == 0 and model.exists()
+    return model
+
+
+def test_train_and_parse_files(small_files, trained, capsys):
+    from arboreal.io.conllu import read_conllu
+
+    out = small_files / "out.conllu"
+    assert main(["parse", str(trained), str(small_files / "dev.conllu"), "-o", str(out)]) == 0
+    gold = read_conllu(small_files / "dev.conllu")
+    pred = read_conllu(out)
+    assert len(pred) == len(gold)
+    for g, p in zip(gold, pred):
+        assert (g.forms == p.forms).all() and p.has_heads
+        assert g.comments == p.comments
+
+
+def test_train_reports_epochs(small_files, capsys):
+    rc = main(["train", str(small_files / "train.conllu"), "--dev", str(small_files / "dev.conllu"),
+               "-o", str(small_files / "m2.npz"), "--epochs", "2", "--hash-bits", "16",
+               "--learner", "mira", "--features", "mcdonald"])
+    assert rc == 0
+    err = capsys.readouterr().err
+    assert "epoch 1:" in err and "epoch 2:" in err and "dev UAS" in err and "LAS" in err
+
+
+def test_parse_stdin_stdout_with_missing_heads(small_files, trained):
+    text = (small_files / "dev.conllu").read_text(encoding="utf-8")
+    blank = "\n".join(
+        "\t".join(f[:6] + ["_", "_"] + f[8:]) if (f := line.split("\t")) and len(f) == 10 else line
+        for line in text.split("\n"))
+    res = subprocess.run([sys.executable, "-m", "arboreal", "parse", str(trained)], input=blank,
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    words = [line.split("\t") for line in res.stdout.splitlines() if line and not line.startswith("#")]
+    words = [w for w in words if w[0].isdigit()]
+    assert words and all(w[6] != "_" and w[7] != "_" for w in words)
+
+
+@pytest.mark.parametrize("argv", [
+    ["parse", "MISSING_MODEL.npz", "IN"],
+    ["parse", "BAD_MODEL", "IN"],
+    ["parse", "GOOD_MODEL", "MISSING.conllu"],
+    ["train", "MISSING.conllu", "-o", "OUT"],
+    ["train", "IN", "-o", "OUT", "--learner", "nope"],
+    ["train", "IN", "-o", "OUT", "--epochs", "0"],
+    ["train", "IN", "-o", "OUT", "--decoder", "magic"],
+    ["train", "IN", "-o", "OUT", "--parts", "sibling"],
+    ["parse"],
+])
+def test_errors_exit_2_without_traceback(small_files, trained, argv, capsys):
+    bad = small_files / "bad.npz"
+    bad.write_text("not a model\n")
+    subst = {"BAD_MODEL": str(bad), "GOOD_MODEL": str(trained), "IN": str(small_files / "dev.conllu"),
+             "OUT": str(small_files / "o.npz"), "MISSING.conllu": str(small_files / "missing.conllu"),
+             "MISSING_MODEL.npz": str(small_files / "missing.npz")}
+    argv = [subst.get(a, a) for a in argv]
+    try:
+        rc = main(argv)
+    except SystemExit as exc:  # argparse usage errors
+        rc = exc.code
+    assert rc == 2
+    err = capsys.readouterr().err
+    assert "error" in err and "Traceback" not in err
+
+
+def test_higher_order_dispatch_is_clear(small_files):
+    try:
+        import arboreal.models.higher_order  # noqa: F401
+        pytest.skip("higher-order models are available")
+    except ModuleNotFoundError:
+        pass
+    res = subprocess.run([sys.executable, "-m", "arboreal", "train", str(small_files / "dev.conllu"),
+                          "-o", str(small_files / "ho.npz"), "--order", "2"],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 2 and "order 2" in res.stderr and "Traceback" not in res.stderr

@@ -93,9 +93,9 @@ def test_prune_arcs_keeps_gold_mostly_with_true_marginals():
 @pytest.fixture(scope="module")
 def trained(sample):
     train, _ = sample
-    train = train[:120]
+    train = train[:100]
     first = HigherOrderParser(order=1, epochs=0, pruner_epochs=3, bits=18).train(train)
-    models = {order: HigherOrderParser(order=order, epochs=3, bits=18).train(train, pruner=first)
+    models = {order: HigherOrderParser(order=order, epochs=2, bits=18).train(train, pruner=first)
               for order in (2, 3)}
     return first, models
 

@@ -5,14 +5,18 @@ Method and complexity
 Tarjan's (1977) path-growing form of Chu-Liu-Edmonds on a dense graph,
 with the Camerini et al. (1979) expansion: grow a path by repeatedly taking
 the best incoming arc of the node at its end; when the path closes a cycle,
-contract the cycle into one node in place (its incoming row becomes
-``max_c w(u, c) - w(in(c))``, its outgoing column ``max_c w(c, x)``); when
-the path reaches the root or an already finished node, finish the path.
-Each contraction of k nodes costs O(k n) and removes k - 1 nodes, and there
-are at most 2n best-incoming scans of O(n) each, so the whole algorithm is
-O(n^2) time and O(n^2) memory, with no recursion (1,000-word sentences are
-fine).  Contractions are recorded in a forest and expanded at the end in
-O(n) by walking from each chosen arc's target up to its forest root.
+contract the cycle into one node in place; when the path reaches the root
+or an already finished node, finish the path.  Incoming weights are kept
+as one row per (super)node indexed by the ORIGINAL head, so contracting a
+cycle only merges rows (``max_c w(u, c) - w(in(c))``, contiguous) and
+relabels its members in a node -> supernode map; arcs between members of
+one supernode are skipped while scanning, so outgoing arcs never need
+merging.  Each contraction of k nodes costs O((k + 1) n) and removes k - 1
+nodes, and there are at most 2n best-incoming scans of O(n) each, so the
+whole algorithm is O(n^2) time and O(n^2) memory, with no recursion
+(1,000-word sentences are fine).  Contractions are recorded in a forest and
+expanded at the end in O(n) by walking from each chosen arc's target up to
+its forest root.
 
 Single root (exact, after Stanojević & Cohen 2021 / Zmigrod et al. 2020):
 every root arc carries a penalty that is larger than any difference of tree
@@ -42,13 +46,18 @@ _NEG = -np.inf
 def _cle_kernel(scores, lengths, single_root, heads, status):
     B = scores.shape[0]
     N1 = scores.shape[1]
-    # W[v, u] is the (adjusted) weight of the arc u -> v between current
-    # (super)nodes, stored row-per-target so that best-incoming scans are
-    # contiguous; ARC[v, u] = original arc a * N1 + m realising it.
+    # Row v of (WP, WS) holds the (adjusted) weights of the arcs u -> v for
+    # every ORIGINAL head u; v is a slot: an original node or the slot of a
+    # contracted supernode (one of its members' slots).  rep[u] is the slot
+    # currently holding original node u, so a scan of row v skips u with
+    # rep[u] == v, and no column (outgoing) merging is ever needed.
+    # MOD[v, u]: original modifier realising the arc u -> v (merged rows only;
+    # an original row's modifier is v itself).
     WS = np.empty((N1, N1))
     WP = np.empty((N1, N1), dtype=np.int32)
-    ARC = np.empty((N1, N1), dtype=np.int32)
-    active = np.empty(N1, dtype=np.bool_)
+    MOD = np.empty((N1, N1), dtype=np.int32)
+    merged = np.empty(N1, dtype=np.bool_)
+    rep = np.empty(N1, dtype=np.int32)
     state = np.empty(N1, dtype=np.int8)      # 0 unseen, 1 on path, 2 finished
     incyc = np.zeros(N1, dtype=np.bool_)
     node = np.empty(N1, dtype=np.int32)      # forest node held by each slot
@@ -79,9 +88,9 @@ def _cle_kernel(scores, lengths, single_root, heads, status):
                     x = 0.0
                 WS[v, u] = x
                 WP[v, u] = p
-                ARC[v, u] = u * N1 + v
         for v in range(n + 1):
-            active[v] = True
+            rep[v] = v
+            merged[v] = False
             state[v] = 0
             node[v] = v
             parent[v] = -1
@@ -101,7 +110,7 @@ def _cle_kernel(scores, lengths, single_root, heads, status):
                 bp = 0
                 bs = 0.0
                 for u in range(n + 1):
-                    if u == v or not active[u]:
+                    if rep[u] == v:
                         continue
                     p = WP[v, u]
                     s = WS[v, u]
@@ -110,23 +119,26 @@ def _cle_kernel(scores, lengths, single_root, heads, status):
                         bp = p
                         bs = s
                 x = node[v]
-                in_arc[x] = ARC[v, bu]
+                mod = MOD[v, bu] if merged[v] else v
+                in_arc[x] = bu * N1 + mod
                 in_p[x] = bp
                 in_s[x] = bs
-                if state[bu] == 2:
+                bslot = rep[bu]
+                if state[bslot] == 2:
                     for q in range(plen):
                         state[path[q]] = 2
                     break
-                if state[bu] == 0:
-                    path[plen] = bu
+                if state[bslot] == 0:
+                    path[plen] = bslot
                     plen += 1
-                    state[bu] = 1
+                    state[bslot] = 1
                     continue
-                # bu is on the path: path[j..plen-1] is a cycle; contract it
+                # bslot is on the path: path[j..plen-1] is a cycle; contract
+                # it into the slot r0 = bslot
                 j = plen - 1
-                while path[j] != bu:
+                while path[j] != bslot:
                     j -= 1
-                rep = bu
+                r0 = bslot
                 sid = next_id
                 next_id += 1
                 parent[sid] = -1
@@ -138,43 +150,38 @@ def _cle_kernel(scores, lengths, single_root, heads, status):
                     parent[node[c]] = sid
                     children[n_child] = node[c]
                     n_child += 1
-                # incoming arcs of the cycle: max_c w(u, c) - w(in(c))
-                first = True
-                for q in range(j, plen):
+                # incoming arcs of the cycle: max_c w(u, c) - w(in(c)),
+                # r0's own row first (it is overwritten in place)
+                cp = in_p[node[r0]]
+                cs = in_s[node[r0]]
+                was_merged = merged[r0]
+                for u in range(n + 1):
+                    WP[r0, u] -= cp
+                    WS[r0, u] -= cs
+                    if not was_merged:
+                        MOD[r0, u] = r0
+                merged[r0] = True
+                for q in range(j + 1, plen):
                     c = path[q]
                     cp = in_p[node[c]]
                     cs = in_s[node[c]]
+                    cm = merged[c]
                     for u in range(n + 1):
-                        if incyc[u] or not active[u]:
+                        if incyc[rep[u]]:
                             continue
                         p = WP[c, u] - cp
                         s = WS[c, u] - cs
-                        if first or p < WP[rep, u] or (p == WP[rep, u] and s > WS[rep, u]):
-                            WP[rep, u] = p
-                            WS[rep, u] = s
-                            ARC[rep, u] = ARC[c, u]
-                    first = False
-                # outgoing arcs of the cycle: max_c w(c, x)
-                for xs in range(1, n + 1):
-                    if incyc[xs] or not active[xs]:
-                        continue
-                    for q in range(j, plen):
-                        c = path[q]
-                        if c == rep:
-                            continue
-                        p = WP[xs, c]
-                        s = WS[xs, c]
-                        if p < WP[xs, rep] or (p == WP[xs, rep] and s > WS[xs, rep]):
-                            WP[xs, rep] = p
-                            WS[xs, rep] = s
-                            ARC[xs, rep] = ARC[xs, c]
+                        if p < WP[r0, u] or (p == WP[r0, u] and s > WS[r0, u]):
+                            WP[r0, u] = p
+                            WS[r0, u] = s
+                            MOD[r0, u] = MOD[c, u] if cm else c
+                for u in range(n + 1):
+                    if incyc[rep[u]]:
+                        rep[u] = r0
                 for q in range(j, plen):
-                    c = path[q]
-                    incyc[c] = False
-                    if c != rep:
-                        active[c] = False
-                node[rep] = sid
-                path[j] = rep
+                    incyc[path[q]] = False
+                node[r0] = sid
+                path[j] = r0
                 plen = j + 1
         # expand: every forest root's chosen arc is in the tree; walking from
         # its target leaf up to the root frees the siblings on the way, whose

@@ -47,7 +47,8 @@ evaluate the same determinants with a *subtraction-free* elimination:
    harmless unless a pivot itself gets that small (a cycle of strong arcs
    whose exits are all very weak).  A sentence is therefore flagged when a
    pivot falls below ``_TINY`` = 1e-250 (the relative error from lost mass
-   is then <= 1e-54) or an adjoint exceeds ``_HUGE`` = 1e280; flagged
+   is then <= 1e-54) or an adjoint exceeds ``_HUGE`` = 1e280 or overflows
+   (adjoints can grow far beyond 1 / pivot along chains of small pivots); flagged
    sentences are recomputed by the same elimination and backward pass in
    log space (log-add-exp updates).  The adjoints of arc and root weights
    are non-negative (derivatives of a polynomial with positive
@@ -355,7 +356,7 @@ def _lanes(scores, lengths, idx, nn, single_root, want, W, A0, G, cs, shift, bet
         nb = lengths[b]
         p = n - nb
         o = out[b]
-        gmax = 0.0
+        huge = False
         for i in range(p, n + 1):
             h = 0 if i == n else i - p + 1
             oh = o[h]
@@ -364,11 +365,12 @@ def _lanes(scores, lengths, idx, nn, single_root, want, W, A0, G, cs, shift, bet
             for j in range(np.uint64(p), np.uint64(n)):
                 q = j * Lu + np.uint64(l)
                 g = Gi[q]
-                gmax = max(gmax, g)
+                if not (g <= _HUGE):  # also catches NaN (overflow in the backward pass)
+                    huge = True
                 oh[j - np.uint64(p) + np.uint64(1)] = max(Ai[q] * g, 0.0)
             if i < n:
                 oh[h] = 0.0
-        if not (gmax <= _HUGE):
+        if huge:
             ok[l] = False
             for h in range(nb + 1):
                 for m in range(nb + 1):

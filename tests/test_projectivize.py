@@ -73,3 +73,69 @@ def test_projectivize_sentences_keeps_other_columns_and_labels():
     assert list(new.forms) == list(nonproj.forms) and new.comments == nonproj.comments
     cands = all_trees(5, projective=True, single_root=True)
     assert n_words == _min_loss(nonproj.heads, cands)
+
+
+SAMPLE = __import__("pathlib").Path(__file__).resolve().parents[1] / "data" / "sample" / "en_ewt-sample-train.conllu"
+
+
+def _sample_with_nonprojective(k=30):
+    from arboreal.io.conllu import read_conllu
+    from arboreal.trees.properties import tree_properties
+
+    sents = read_conllu(SAMPLE)
+    props = tree_properties([s.heads for s in sents])
+    nonproj = [s for s, c in zip(sents, props["nonprojective"]) if c > 0]
+    proj = [s for s, c in zip(sents, props["nonprojective"]) if c == 0]
+    assert nonproj, "the sample has no non-projective tree"
+    return nonproj[:3] + proj[:k]
+
+
+def test_cli_projectivize_rewrites_only_heads(tmp_path):
+    from arboreal.cli import main
+    from arboreal.io.conllu import read_conllu, write_conllu
+
+    sents = _sample_with_nonprojective(5)
+    src = tmp_path / "in.conllu"
+    dst = tmp_path / "out.conllu"
+    write_conllu(sents, src)
+    assert main(["projectivize", str(src), str(dst)]) == 0
+    out = read_conllu(dst)
+    assert len(out) == len(sents)
+    in_lines = src.read_text(encoding="utf-8").splitlines()
+    out_lines = dst.read_text(encoding="utf-8").splitlines()
+    assert len(in_lines) == len(out_lines)
+    changed = 0
+    for a, b in zip(in_lines, out_lines):
+        fa, fb = a.split("\t"), b.split("\t")
+        if len(fa) == 10 and fa[0].isdigit():
+            assert fa[:6] + fa[7:] == fb[:6] + fb[7:]  # all but HEAD identical (DEPREL kept)
+            changed += fa[6] != fb[6]
+        else:
+            assert a == b
+    assert changed >= 3
+    for s, o in zip(sents, out):
+        assert is_projective(o.heads)
+        if is_projective(s.heads):
+            assert (o.heads == s.heads).all()
+
+
+def test_cli_projectivize_missing_file_exits_2(tmp_path, capsys):
+    from arboreal.cli import main
+
+    assert main(["projectivize", str(tmp_path / "nope.conllu"), str(tmp_path / "o.conllu")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("arboreal: error:")
+    assert not (tmp_path / "o.conllu").exists()
+
+
+def test_parser_training_projectivizes_for_projective_models_only():
+    from arboreal.models import Parser
+
+    sents = _sample_with_nonprojective(10)
+    p = Parser.train(sents, learner="perceptron", decoder="eisner", epochs=1, hash_bits=16)
+    assert p.meta["training"]["projectivized_trees"] == 3
+    p = Parser.train(sents, learner="perceptron", decoder="eisner", epochs=1, hash_bits=16,
+                     projectivize=False)
+    assert p.meta["training"]["projectivized_trees"] == 0
+    p = Parser.train(sents, learner="perceptron", decoder="cle", epochs=1, hash_bits=16)
+    assert p.meta["training"]["projectivized_trees"] == 0

@@ -73,6 +73,14 @@ def add_parser(subparsers) -> None:
                    help="higher-order parts (with --order 2/3), e.g. sibling grandparent")
     p.add_argument("--learner-option", type=_option, action="append", default=[],
                    metavar="KEY=VALUE", help="learner option, e.g. C=0.1 or k=5 (repeatable)")
+    p.add_argument("--C", type=float, default=None, metavar="C",
+                   help="regularization constant of the loglinear and eg learners "
+                        "(weight of the loss term; same as --learner-option C=...)")
+    p.add_argument("--iterations", type=_positive, default=None, metavar="N",
+                   help="same as --epochs (L-BFGS iterations for loglinear, passes for eg)")
+    p.add_argument("--no-projectivize", action="store_true",
+                   help="with --decoder eisner, train on the trees as given instead of "
+                        "their minimum-loss projective versions")
     p.add_argument("--quiet", action="store_true", help="no progress bar or epoch lines")
     p.set_defaults(func=run)
 
@@ -83,6 +91,12 @@ def run(args) -> int:
     train = read_conllu(args.train)
     dev = read_conllu(args.dev) if args.dev else None
     options = dict(args.learner_option)
+    if args.C is not None:
+        if args.C <= 0:
+            raise ArborealError("--C must be positive")
+        options["C"] = args.C
+    if args.iterations is not None:
+        args.epochs = args.iterations
     common = dict(learner=args.learner, decoder=args.decoder, single_root=not args.multi_root,
                   epochs=args.epochs, seed=args.seed, features=args.features,
                   feature_cutoff=args.feature_cutoff, hash_bits=args.hash_bits)
@@ -104,7 +118,8 @@ def run(args) -> int:
             raise ArborealError("--hash-bits must lie in 10..30")
         from arboreal.models import Parser
 
-        model = Parser.train(train, dev, progress=progress, log=log, **common, **options)
+        model = Parser.train(train, dev, progress=progress, log=log,
+                             projectivize=not args.no_projectivize, **common, **options)
     model.save(args.output)
     if not args.quiet:
         best = model.meta.get("best_epoch")

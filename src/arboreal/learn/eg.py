@@ -187,6 +187,8 @@ class ExponentiatedGradient:
         for e in range(1, epochs + 1):
             saved = (theta.copy(), mu.copy(), w.copy())
             order = rng.permutation(nonempty) if self.shuffle else nonempty
+            if hasattr(data, "wrap"):
+                order = data.wrap(order, e)  # progress bar, when the caller gives one
             step = eta * C
             for i in order:
                 n = int(L[i])

@@ -97,7 +97,7 @@ class Parser:
               features: str = "default", hash_bits: int = 22, feature_cutoff: int = 0,
               label_epochs: int | None = None, label_bits: int = 18,
               progress: Callable | None = None, log: Callable[[EpochReport], None] | None = None,
-              **learner_options) -> "Parser":
+              projectivize: bool = True, **learner_options) -> "Parser":
         """Train a parser.
 
         train_sentences / dev: lists of Sentence with complete trees.
@@ -110,6 +110,9 @@ class Parser:
         feature_cutoff: keep features seen >= K times in gold training trees.
         progress(iterable, epoch) wraps each epoch's iteration (progress bar);
         log(EpochReport) is called after each epoch.
+        projectivize: when training projectively (decoder "eisner"), replace each
+            non-projective training tree by a minimum-loss projective tree for the arc
+            model (Koo et al. 2007, footnote 4); the labeler still sees the gold trees.
         """
         if decoder not in DECODERS:
             raise ArborealError(f"unknown decoder {decoder!r}; choose from {', '.join(DECODERS)}")
@@ -164,7 +167,13 @@ class Parser:
                 log(EpochReport(epoch, seconds, uas, las, is_best))
             clock[0] = time.perf_counter()
 
-        data = ArcFactoredData(fs, enc, heads, projective=(train_decoder == "eisner"),
+        arc_heads = heads
+        n_projectivized = 0
+        if projectivize and train_decoder == "eisner":
+            from arboreal.trees.projectivize import min_loss_projective
+            arc_heads = min_loss_projective(heads, [single_root] * len(heads))
+            n_projectivized = sum(int((a != h).any()) for a, h in zip(arc_heads, heads))
+        data = ArcFactoredData(fs, enc, arc_heads, projective=(train_decoder == "eisner"),
                                single_root=single_root, progress=progress)
         t0 = time.perf_counter()
         final = learn.fit(data, epochs, on_epoch=on_epoch, seed=seed)
@@ -189,6 +198,7 @@ class Parser:
                          "single_root": single_root, "epochs": epochs, "seed": seed,
                          "features": features, "hash_bits": hash_bits,
                          "feature_cutoff": feature_cutoff, "label_bits": label_bits,
+                         "projectivized_trees": n_projectivized,
                          "train_sentences": len(train_sentences),
                          "dev_sentences": len(dev) if dev else 0},
             "best_epoch": best["epoch"] if best["weights"] is not None else epochs,

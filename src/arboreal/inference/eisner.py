@@ -62,6 +62,9 @@ def _find_bad_scores(scores, lengths):
 
 def _prepare(scores, lengths, what: str = "scores"):
     batch, lengths, single = as_batch(scores, lengths)
+    # The kernels work in float64 anyway; converting float32 input here
+    # (O(B N^2), small next to the decoders) halves numba compile time.
+    batch = np.ascontiguousarray(batch, dtype=np.float64)
     bad = _find_bad_scores(batch, lengths)
     if bad >= 0:
         where = "" if single else f" (sentence {bad} of the batch)"

@@ -30,7 +30,8 @@ is -inf (they use a forbidden arc) are never returned, so fewer than k rows
 come back when fewer finite trees exist.
 
 Both run one numba kernel over a whole batch: work arrays are allocated once
-per batch at the maximum length and reused for every sentence.
+per batch at the maximum length and reused for every sentence.  Scores are
+read as float64 (float32 input is converted once, O(B N^2)).
 """
 from __future__ import annotations
 
@@ -535,7 +536,8 @@ def eisner_kbest(scores: np.ndarray, k: int, single_root: bool = True,
         rows past a sentence's k' (and padding positions) are -1.
     tree_scores : (k',) float64 (batched: (B, k), padded with -inf).
 
-    O(n^3 k) typical time per sentence.  Raises ValueError if no tree with a
+    O(n^3 k) typical time per sentence; memory about 100 k (N+1)^2 bytes
+    (12 MB for k = 5 at N = 160).  Raises ValueError if no tree with a
     finite score exists.
     """
     k = int(k)

@@ -49,13 +49,15 @@ RUNS = ROOT / "runs" / "higher_order"
 
 
 def spec_tag(spec: str) -> str:
-    return spec.replace(":", "_").replace("+", "-").replace(",", "-")
+    return spec.replace(":", "_").replace("+", "-").replace(",", "-").replace("@", "_t")
 
 
-def split_spec(spec: str) -> tuple[int, str | None]:
-    """"2" -> (2, None); "3:sibling+grandparent+grand-sibling" -> (3, "sibling,...")."""
+def split_spec(spec: str) -> tuple[int, str | None, float | None]:
+    """"2" -> (2, None, None); "3:sibling+grandparent+grand-sibling@30" ->
+    (3, "sibling,grandparent,grand-sibling", 30.0): order, parts, pruning temperature."""
+    spec, _, temp = spec.partition("@")
     order, _, parts = spec.partition(":")
-    return int(order), (parts.replace("+", ",") or None)
+    return int(order), (parts.replace("+", ",") or None), (float(temp) if temp else None)
 
 
 def worker_train(args) -> None:
@@ -67,11 +69,12 @@ def worker_train(args) -> None:
         train = train[:args.train_limit]
     dev = read_conllu(DATA / "en_ewt-ud-dev.conllu")
     test = read_conllu(DATA / "en_ewt-ud-test.conllu")
-    order, parts = split_spec(args.spec)
+    order, parts, temp = split_spec(args.spec)
+    temp = args.temperature if temp is None else temp
     t0 = time.perf_counter()
     p = HigherOrderParser(order=order, parts=parts, epochs=args.epochs if order > 1 else 0,
                           pruner_epochs=args.pruner_epochs, bits=args.bits,
-                          max_heads=args.max_heads, prune_temperature=args.temperature)
+                          max_heads=args.max_heads, prune_temperature=temp)
     pruner = HigherOrderParser.load(args.pruner) if args.pruner else None
     p.train(train, log=lambda s: print(s, file=sys.stderr, flush=True), pruner=pruner)
     train_s = time.perf_counter() - t0
@@ -79,7 +82,10 @@ def worker_train(args) -> None:
         train_s += pruner.stats.get("pruner_train_s", 0.0)
     peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
     out = {"spec": args.spec, "order": order, "parts": list(p.parts), "train_s": train_s,
-           "peak_gb": peak_gb, "stats": p.stats}
+           "peak_gb": peak_gb, "stats": p.stats, "temperature": temp,
+           "max_heads": args.max_heads, "epochs": args.epochs,
+           "pruner_epochs": args.pruner_epochs, "train_limit": args.train_limit,
+           "train_sentences": len(train)}
     for name, data in (("dev", dev), ("test", test)):
         out[name] = scores(p.parse(data), data)
     if order > 1:
@@ -113,9 +119,9 @@ def run(cmd: list[str]) -> dict:
 
 
 def report(specs: list[str], args) -> str:
-    body = ["| order | parts | dev UAS | test UAS | test LAS | test complete | train time | "
-            "peak train memory | parse words/s (load included) | gold arcs kept (dev) | "
-            "kept arcs / word (dev) |", "|" + "---|" * 11]
+    body = ["| order | parts | pruning T | dev UAS | test UAS | test LAS | test complete | "
+            "train time | peak train memory | parse words/s (load included) | "
+            "gold arcs kept (dev) | kept arcs / word (dev) |", "|" + "---|" * 12]
     for spec in specs:
         r = json.loads((RUNS / f"{spec_tag(spec)}.json").read_text())
         sp_file = RUNS / f"{spec_tag(spec)}.speed.json"
@@ -125,22 +131,23 @@ def report(specs: list[str], args) -> str:
             wps = f"{sp['words'] / sp['load_parse_write_s']:,.0f}"
         rec = f"{100 * r['prune_recall_dev']:.2f}%" if "prune_recall_dev" in r else "-"
         kept = f"{r['kept_per_word_dev']:.2f}" if "kept_per_word_dev" in r else "-"
-        body.append(f"| {r['order']} | {'+'.join(r['parts']) or 'arc'} | {r['dev']['uas']:.2f} | "
+        temp = f"{r['temperature']:g}" if r["order"] > 1 else "-"
+        body.append(f"| {r['order']} | {'+'.join(r['parts']) or 'arc'} | {temp} | {r['dev']['uas']:.2f} | "
                     f"{r['test']['uas']:.2f} | {r['test']['las']:.2f} | {r['test']['complete']:.2f} | "
                     f"{r['train_s'] / 60:.1f} min | {r['peak_gb']:.2f} GB | {wps} | {rec} | {kept} |")
     body.append("")
     body.append(
         f"Averaged perceptron, {args.epochs} epochs (pruner: {args.pruner_epochs}), "
         f"2^{args.bits} hashed weights, McDonald feature set + higher-order templates, "
-        f"pruning K={args.max_heads}, ratio 1e-4 on Matrix-Tree marginals of pruner scores / "
-        f"{args.temperature:g}. Order 1 is the pruner (first-order perceptron, Eisner) alone; "
+        f"pruning K={args.max_heads}, ratio 1e-4 on Matrix-Tree marginals of pruner scores / T "
+        "(the pruning T column). Order 1 is the pruner (first-order perceptron, Eisner) alone; "
         "orders 2 and 3 reuse it (its training time is included in theirs). "
         "Every model trains on the same sentences. "
         "UAS/LAS/complete count every word (punctuation included); labels come from the "
-        "second-stage table labeler (most frequent relation per head/modifier UPOS and "
-        "direction). Parse speed: one process, model load + read + parse + write of EWT "
+        "first-order parser's second-stage labeler (arboreal.models.labeler). Parse speed: one process, model load + read + parse + write of EWT "
         "test, numba kernels from the on-disk cache (a warm-up run first); the 2-core "
-        "machine was shared with other jobs, so timings are noisy. Peak memory: maximum "
+        "machine was shared with other jobs (load average 8-10), so timings are noisy: "
+        "compare rows, not absolute figures. Peak memory: maximum "
         "resident set of the training process (includes parsing dev and test)."
         + (f" Training limited to the first {args.train_limit} sentences." if args.train_limit else ""))
     return "\n".join(body)
@@ -149,7 +156,8 @@ def report(specs: list[str], args) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--orders", default="1,2,3",
-                    help="comma list of ORDER[:PART+PART...], e.g. 1,2,3,3:sibling+grandparent+grand-sibling")
+                    help="comma list of ORDER[:PART+PART...][@T], e.g. "
+                         "1,2,3,3:sibling+grandparent+grand-sibling@30 (@T: pruning temperature)")
     ap.add_argument("--phases", default="train,speed,report")
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--pruner-epochs", type=int, default=10)

@@ -157,34 +157,55 @@ class FeatureSet:
         """Size of the weight vector (2**bits)."""
         return 1 << self.bits
 
-    def _columns(self, sentences) -> dict[str, np.ndarray]:
-        """Corpus-wide string columns (words 1..n of every sentence), vectorized."""
+    def _columns(self, sentences) -> tuple[dict[str, tuple[np.ndarray, np.ndarray]], np.ndarray]:
+        """Corpus-wide columns as (distinct values, inverse index) per attribute.
+
+        Each CoNLL-U column of the whole corpus is reduced to its distinct values with
+        one ``np.unique(..., return_inverse=True)``; derived attributes (normalized
+        word, prefix, suffix, length flag) are computed once per distinct form, never
+        per token. Returns ``({attr: (values, inverse)}, long_flag_per_token)``.
+        """
         def cat(name: str) -> np.ndarray:
             parts = [getattr(s, name)[1:] for s in sentences]
             if not parts:
-                return np.zeros(0, dtype=str)
-            return np.concatenate(parts).astype(str)
+                return np.zeros(0, dtype=object)
+            return np.concatenate(parts).astype(object)
 
-        forms = cat("forms")
-        word = np.strings.lower(forms) if self.lowercase else forms
+        def uniq(col: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            if col.size == 0:
+                return np.zeros(0, dtype=object), np.zeros(0, dtype=np.int64)
+            u, inv = np.unique(col, return_inverse=True)
+            return u, inv.ravel()
+
+        forms_u, forms_inv = uniq(cat("forms"))
         if self.lowercase:
-            word = np.strings.translate(word, _DIGIT_TABLE)
-        upos = cat("upos")
-        return {
-            "word": word,
-            "p5": word.astype("U5") if word.size else word,
-            "pos": upos,
-            "xpos": cat("xpos"),
-            "lemma": np.strings.lower(cat("lemmas")),
-            "feats": cat("feats"),
-            "suf3": np.strings.slice(word, -3, None) if word.size else word,
+            word_types = [f.lower().translate(_DIGIT_TABLE) for f in forms_u.tolist()]
+        else:
+            word_types = forms_u.tolist()
+        # derived attributes per distinct form (types, not tokens)
+        derived = {
+            "word": np.array(word_types, dtype=object),
+            "p5": np.array([w[:5] for w in word_types], dtype=object),
+            "suf3": np.array([w[-3:] for w in word_types], dtype=object),
         }
+        cols = {name: (vals, forms_inv) for name, vals in derived.items()}
+        long_flag = np.array([len(w) > 5 for w in word_types], dtype=np.int32)[forms_inv] \
+            if forms_inv.size else np.zeros(0, dtype=np.int32)
+        cols["pos"] = uniq(cat("upos"))
+        cols["xpos"] = uniq(cat("xpos"))
+        lem_u, lem_inv = uniq(cat("lemmas"))
+        cols["lemma"] = (np.array([x.lower() for x in lem_u.tolist()], dtype=object), lem_inv)
+        cols["feats"] = uniq(cat("feats"))
+        return cols, long_flag
 
     def fit(self, sentences) -> "FeatureSet":
         """Build vocabularies (and the cut-off mask) from training sentences."""
-        cols = self._columns(sentences)
-        for name, col in cols.items():
-            self.vocabs[name] = np.unique(col)
+        cols, long_flag = self._columns(sentences)
+        # encode(sentences) right after fit(sentences) reuses the corpus columns
+        self._fit_cache = (sentences, cols, long_flag)
+        for name, (vals, _inv) in cols.items():
+            self.vocabs[name] = np.unique(vals.astype(str)) if vals.size else np.zeros(0, dtype=str)
+        self._lookup = {}
         if self.cutoff > 0:
             counts = np.zeros(self.dim, dtype=np.int32)
             encs = self.encode(sentences)
@@ -194,38 +215,47 @@ class FeatureSet:
             self.allowed = counts >= self.cutoff
         return self
 
+    def _codes_of(self, name: str, values: np.ndarray) -> np.ndarray:
+        """Codes (int32) of distinct values: vocabulary index + N_RESERVED, or UNK."""
+        lookup = self.__dict__.setdefault("_lookup", {})
+        table = lookup.get(name)
+        if table is None:
+            table = {v: i + N_RESERVED for i, v in enumerate(self.vocabs[name].tolist())}
+            lookup[name] = table
+        return np.array([table.get(v, UNK) for v in values.tolist()], dtype=np.int32)
+
     def encode(self, sentences) -> list[EncodedSentence]:
-        """Token codes of every sentence; vectorized over the corpus. O(words log V)."""
+        """Token codes of every sentence, vectorized over the corpus.
+
+        O(words log words) for the corpus-wide ``np.unique`` plus O(types) dictionary
+        look-ups; the per-sentence arrays are slices of one corpus array.
+        """
         if not self.vocabs:
             raise RuntimeError("FeatureSet.fit must be called before encode")
         lengths = np.array([len(s) for s in sentences], dtype=np.int64)
-        cols = self._columns(sentences)
+        cache = self.__dict__.pop("_fit_cache", None)
+        if cache is not None and cache[0] is sentences:
+            cols, long_flag = cache[1], cache[2]
+        else:
+            cols, long_flag = self._columns(sentences)
         total = int(lengths.sum())
         A = len(ATTRS)
-        flat = np.empty((A, total), dtype=np.int32)
-        for name, col in cols.items():
-            vocab = self.vocabs[name]
-            if vocab.size == 0 or col.size == 0:
-                flat[ATTR_INDEX[name]] = UNK
-                continue
-            idx = np.searchsorted(vocab, col)
-            idx = np.minimum(idx, vocab.size - 1)
-            found = vocab[idx] == col
-            flat[ATTR_INDEX[name]] = np.where(found, idx + N_RESERVED, UNK)
-        if total:
-            raw_len = np.strings.str_len(cols["word"])
-            flat[LONG] = (raw_len > 5).astype(np.int32)
-        out: list[EncodedSentence] = []
-        offsets = np.concatenate([[0], np.cumsum(lengths)])
-        for i, n in enumerate(lengths.tolist()):
-            codes = np.empty((A, n + 3), dtype=np.int32)
-            codes[:, 0] = PAD_LEFT
-            codes[:, 1] = ROOT
-            codes[:, 2:n + 2] = flat[:, offsets[i]:offsets[i + 1]]
-            codes[:, n + 2] = PAD_RIGHT
-            codes[LONG, 0] = codes[LONG, 1] = codes[LONG, n + 2] = 0
-            out.append(EncodedSentence(codes))
-        return out
+        nsent = len(sentences)
+        # one corpus array with 3 padding columns per sentence: left pad, root, ..., right pad
+        starts = np.zeros(nsent + 1, dtype=np.int64)
+        np.cumsum(lengths + 3, out=starts[1:])
+        flat = np.empty((A, int(starts[-1])), dtype=np.int32)
+        flat[:, starts[:-1]] = PAD_LEFT
+        flat[:, starts[:-1] + 1] = ROOT
+        flat[:, starts[1:] - 1] = PAD_RIGHT
+        word_pos = (np.arange(total) + 2 + 3 * np.repeat(np.arange(nsent), lengths)
+                    if total else np.zeros(0, dtype=np.int64))
+        for name, (vals, inv) in cols.items():
+            flat[ATTR_INDEX[name], word_pos] = self._codes_of(name, vals)[inv] if total else UNK
+        flat[LONG] = 0
+        flat[LONG, word_pos] = long_flag
+        return [EncodedSentence(np.ascontiguousarray(flat[:, starts[i]:starts[i + 1]]))
+                for i in range(nsent)]
 
     # ------------------------------------------------------------------ kernels
     def _mask_arg(self) -> np.ndarray:
@@ -281,7 +311,8 @@ class FeatureSet:
         fs = cls(templates=cfg["templates"], bits=cfg["bits"], cutoff=cfg["cutoff"],
                  lowercase=cfg["lowercase"])
         fs.name = cfg["name"]
-        fs.vocabs = dict(vocabs)
+        fs.vocabs = {k: np.asarray(v, dtype=str) for k, v in vocabs.items()}
+        fs._lookup = {}
         fs.allowed = allowed
         return fs
 

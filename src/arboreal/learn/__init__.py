@@ -72,7 +72,7 @@ class Learner(Protocol):
     """Protocol of a learner.
 
     ``fit`` trains for ``epochs`` passes over ``data`` (in an order shuffled by
-    ``np.random.default_rng(seed)``) and returns the final weights (dim,) float64.
+    ``np.random.default_rng(seed)``) and returns the final weights (dim,) float32 or float64.
     After each epoch e (1-based) it calls ``on_epoch(e, weights)`` with the weights
     a parser would use at that point (e.g. the averaged ones); the callback may copy
     them but must not modify them.

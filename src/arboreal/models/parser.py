@@ -139,7 +139,7 @@ class Parser:
         used = set(ATTRS) if fs.name != "mcdonald" else {"word", "p5", "pos"}
         labeler = Labeler(label_templates(used), labels, bits=label_bits)
         labeler.fit(enc, heads, [s.deprels for s in train_sentences],
-                    epochs=label_epochs if label_epochs is not None else min(epochs, 10), seed=seed)
+                    epochs=label_epochs if label_epochs is not None else min(epochs, 5), seed=seed)
         t_labels = time.perf_counter() - t0
 
         train_decoder = "cle" if decoder == "auto" else decoder

@@ -119,6 +119,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--configs", nargs="+", choices=sorted(CONFIGS), default=DEFAULT_CONFIGS)
     ap.add_argument("--epochs", type=int, default=10)
     ap.add_argument("--no-write", action="store_true", help="print, do not update docs")
+    ap.add_argument("--results-dir", type=Path, default=None,
+                    help="keep each configuration's result as JSON here and reuse the ones "
+                         "already there (lets configurations run as separate processes)")
+    ap.add_argument("--collect", action="store_true",
+                    help="only gather the JSON results of --results-dir into the report")
     args = ap.parse_args(argv)
     if not UD.exists():
         print(f"EWT not found at {UD}", file=sys.stderr)
@@ -126,9 +131,21 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.configs:
-            r = run_config(name, args.epochs, Path(tmp))
+            cached = args.results_dir / f"{name}.json" if args.results_dir else None
+            if cached is not None and cached.exists():
+                r = json.loads(cached.read_text())
+            elif args.collect:
+                print(f"no result for {name}", file=sys.stderr)
+                continue
+            else:
+                r = run_config(name, args.epochs, Path(tmp))
+                if cached is not None:
+                    cached.parent.mkdir(parents=True, exist_ok=True)
+                    cached.write_text(json.dumps(r))
             results.append(r)
             print(table([r]).splitlines()[-1], flush=True)
+    if not results:
+        return 1
     loads = ", ".join(f"{r['name']}: {r['train']['load']:.1f}" for r in results)
     body = (
         "EWT train -> best epoch on EWT dev -> EWT test, gold UPOS, every word counted "

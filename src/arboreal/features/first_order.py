@@ -105,12 +105,6 @@ class EncodedSentence:
         return self.codes.shape[1] - 3
 
 
-def _normalize_word(words: np.ndarray, lower: bool) -> np.ndarray:
-    if lower:
-        words = np.strings.lower(words)
-    return words
-
-
 _DIGIT_TABLE = str.maketrans("0123456789", "0000000000")
 
 
@@ -319,11 +313,6 @@ class FeatureSet:
 
 _EMPTY_BOOL = np.zeros(0, dtype=np.bool_)
 _EMPTY_HEADS = np.zeros(0, dtype=np.int64)
-
-
-def _buf_size(table: np.ndarray, n: int) -> int:
-    n_loop = int((table[:, 2] >= 0).sum())
-    return 2 * (table.shape[0] + n_loop * (n + 2))
 
 
 @njit(cache=True)

@@ -146,3 +146,21 @@ def test_dense_accumulate_equals_feature_set_accumulate_and_is_the_scoring_adjoi
                 valid[:, 0] = False
                 np.fill_diagonal(valid, False)
                 assert w @ b == pytest.approx(0.7 * (S * coef)[valid].sum(), rel=1e-9)
+
+
+@pytest.mark.parametrize("learner,options", [("loglinear", {"C": 1.0}), ("eg", {"C": 1.0, "primal": False})])
+def test_parser_auto_decoder_with_marginal_learners(learner, options, tmp_path):
+    """decoder="auto": trained non-projectively, decoder picked on dev, stored in the model."""
+    from arboreal.io.conllu import read_conllu
+    from arboreal.models import Parser
+
+    sents = [s for s in read_conllu(SAMPLE) if len(s) <= 20][:40]
+    p = Parser.train(sents[:30], dev=sents[30:], learner=learner, decoder="auto", epochs=3,
+                     hash_bits=16, **options)
+    assert p.meta["training"]["train_decoder"] == "cle"
+    assert p.decoder in ("eisner", "cle")
+    p.save(tmp_path / "m.npz")
+    q = Parser.load(tmp_path / "m.npz")
+    assert q.decoder == p.decoder
+    heads, _ = q.predict(sents[30:])
+    assert all(len(h) == len(s) + 1 for h, s in zip(heads, sents[30:]))

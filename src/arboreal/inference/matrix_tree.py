@@ -63,6 +63,11 @@ Cost
 Forward n^3/3 multiply-adds, backward 2 n^3/3 (one fused pass over the
 adjoint matrix per step), n^2 exponentials (a vectorisable inline exp with
 Cody-Waite reduction and a degree-13 polynomial, <= 2 ulp), O(n^2) memory.
+Layout: the sentences of a batch are sorted by length and processed in
+groups of L = 32 ("lanes") with the lane index innermost, W[i, j*L + l],
+so every inner loop is a contiguous SIMD loop over 32 sentences (shorter
+sentences are padded with inert nodes); with one sentence per loop the
+rows are too short (~n/2 on average) for SIMD to pay off.
 Log-space fallback: the same counts of log-add-exp operations.
 All sentences of a batch are processed by one numba kernel; the work arrays
 are allocated once per batch.  Computation is float64 whatever the input
@@ -86,38 +91,35 @@ _LN2_LO = 1.90821492927058770002e-10
 _MAGIC = 6755399441055744.0
 
 
+_C = [1.0 / math.factorial(k) for k in range(14)]
+_C0, _C1, _C2, _C3, _C4, _C5, _C6, _C7, _C8, _C9, _C10, _C11, _C12, _C13 = _C
+
+
 @njit(cache=True, fastmath=_FM)
 def _exp_row(x, out, bits, n):
-    """out[:n] = exp(x[:n]) for x <= 0 (values below -708 flush to 0).
+    """out[:n] = exp(x[:n]) for x <= 0 (values <= -708 flush to 0).
 
     Branch-free so that LLVM vectorises it: Cody-Waite reduction
-    x = k ln2 + t, |t| <= ln2/2, then a degree-13 Taylor polynomial for
-    exp(t) (truncation < 5e-18) and 2^k assembled in the exponent bits.
+    x = k ln2 + t, |t| <= ln2/2, a degree-13 Taylor polynomial for exp(t)
+    (truncation < 5e-18) in Estrin's scheme (short dependency chains), and
+    2^k assembled in the exponent bits.  Max relative error measured
+    against numpy: 4.4e-16.
     """
+    scale = bits.view(np.float64)
     for j in range(n):
         xj = max(x[j], -708.0)
         # round to nearest by the 1.5 * 2^52 trick (floor() blocks vectorisation)
         k = (xj * _LOG2E + _MAGIC) - _MAGIC
         t = (xj - k * _LN2_HI) - k * _LN2_LO
-        p = 1.0 / 6227020800.0
-        p = p * t + 1.0 / 479001600.0
-        p = p * t + 1.0 / 39916800.0
-        p = p * t + 1.0 / 3628800.0
-        p = p * t + 1.0 / 362880.0
-        p = p * t + 1.0 / 40320.0
-        p = p * t + 1.0 / 5040.0
-        p = p * t + 1.0 / 720.0
-        p = p * t + 1.0 / 120.0
-        p = p * t + 1.0 / 24.0
-        p = p * t + 1.0 / 6.0
-        p = p * t + 0.5
-        p = p * t + 1.0
-        p = p * t + 1.0
-        out[j] = p
+        t2 = t * t
+        t4 = t2 * t2
+        q0 = (_C0 + _C1 * t) + (_C2 + _C3 * t) * t2
+        q1 = (_C4 + _C5 * t) + (_C6 + _C7 * t) * t2
+        q2 = (_C8 + _C9 * t) + (_C10 + _C11 * t) * t2
+        q3 = _C12 + _C13 * t
+        p = (q0 + q1 * t4) + (q2 + q3 * t4) * (t4 * t4)
         bits[j] = (np.int64(k) + 1023) << 52
-    scale = bits.view(np.float64)
-    for j in range(n):
-        v = out[j] * scale[j]
+        v = p * scale[j]
         out[j] = v if x[j] > -708.0 else 0.0
 
 
@@ -223,7 +225,7 @@ def _lean_shifts(S, n, single_root, c):
 
 @njit(cache=True, fastmath=_FM)
 def _lanes(scores, lengths, idx, nn, single_root, want, W, A0, G, cs, shift, beta,
-           xbuf, bits, f, d, inv, acc, dbar, v, logz, ok, out):
+           xbuf, bits, f, d, inv, acc, dbar, v, logz, ok, huge, out):
     """Linear-space GTH elimination (and its backward pass when ``want``) for
     ``L = len(idx)`` sentences at once, the sentence index innermost so that
     every inner loop is a contiguous vector loop over the lanes.
@@ -247,30 +249,36 @@ def _lanes(scores, lengths, idx, nn, single_root, want, W, A0, G, cs, shift, bet
         shift[l], ok[l] = _lean_shifts(scores[b], nb, single_root, cs[l])
         for k in range(n):
             beta[k, l] = 1.0 if (k < p or not single_root) else 0.0
-        c = cs[l]
-        for i in range(p, n + 1):
+    # row by row (one row of every lane stays in L1), then exp the row;
+    # pad rows / columns: no arcs (-inf); pad root weights 1 (0)
+    xr = xbuf[0]
+    for i in range(n + 1):
+        for l in range(L):
+            b = idx[l]
+            p = n - lengths[b]
+            lu = np.uint64(l)
+            if i < p:
+                for j in range(np.uint64(n)):
+                    xr[j * Lu + lu] = -np.inf
+                continue
             hi = 0 if i == n else i - p + 1   # scores row of node i
             Sr = scores[b, hi]
-            xr = xbuf[i]
+            c = cs[l]
             c0 = c[0] if i == n else 0.0
+            pad = 0.0 if i == n else -np.inf
+            for j in range(np.uint64(p)):
+                xr[j * Lu + lu] = pad
             for j in range(np.uint64(p), np.uint64(n)):
                 mj = j - np.uint64(p) + np.uint64(1)
-                xr[j * Lu + np.uint64(l)] = Sr[mj] - c[mj] - c0
+                xr[j * Lu + lu] = Sr[mj] - c[mj] - c0
             if i < n:
                 xr[i * L + l] = -np.inf
-        if p > 0:  # pad rows and columns: no arcs; pad root weights 1
-            for i in range(p):
-                for j in range(n):
-                    xbuf[i, j * L + l] = -np.inf
-            for i in range(p, n + 1):
-                for j in range(p):
-                    xbuf[i, j * L + l] = 0.0 if i == n else -np.inf
-    for i in range(n + 1):
-        _exp_row(xbuf[i], W[i], bits, n * L)
-    if want:
-        for i in range(n + 1):
+        _exp_row(xr, W[i], bits, n * L)
+        if want:
+            Wi = W[i]
+            Ai = A0[i]
             for q in range(np.uint64(n) * Lu):
-                A0[i, q] = W[i, q]
+                Ai[q] = Wi[q]
     # ---- forward elimination --------------------------------------------
     for l in range(L):
         logz[l] = 0.0
@@ -349,29 +357,34 @@ def _lanes(scores, lengths, idx, nn, single_root, want, W, A0, G, cs, shift, bet
                 G[i, kb + l] += dbar[l]
         for l in range(Lu):
             G[n, kb + l] += beta[k, l] * dbar[l]
+    # marginals A0 * G, row by row (rows of G and A0 stay in L1)
     for l in range(L):
-        if not ok[l]:
-            continue
-        b = idx[l]
-        nb = lengths[b]
-        p = n - nb
-        o = out[b]
-        huge = False
-        for i in range(p, n + 1):
+        huge[l] = False
+    for i in range(n + 1):
+        Gi = G[i]
+        Ai = A0[i]
+        for l in range(L):
+            if not ok[l]:
+                continue
+            b = idx[l]
+            p = n - lengths[b]
+            if i < p:
+                continue
             h = 0 if i == n else i - p + 1
-            oh = o[h]
-            Gi = G[i]
-            Ai = A0[i]
+            oh = out[b, h]
             for j in range(np.uint64(p), np.uint64(n)):
                 q = j * Lu + np.uint64(l)
                 g = Gi[q]
                 if not (g <= _HUGE):  # also catches NaN (overflow in the backward pass)
-                    huge = True
+                    huge[l] = True
                 oh[j - np.uint64(p) + np.uint64(1)] = max(Ai[q] * g, 0.0)
             if i < n:
                 oh[h] = 0.0
-        if huge:
+    for l in range(L):
+        if ok[l] and huge[l]:
             ok[l] = False
+            o = out[idx[l]]
+            nb = lengths[idx[l]]
             for h in range(nb + 1):
                 for m in range(nb + 1):
                     o[h, m] = 0.0
@@ -537,7 +550,7 @@ def _mtt_batch(scores, lengths, order, lanes, single_root, want, logz, out, bad,
     W = np.empty((Nw + 1, (Nw + 1) * L))
     A0 = np.empty((Nw + 1, (Nw + 1) * L)) if want else np.empty((1, 1))
     G = np.empty((Nw + 1, (Nw + 1) * L))
-    xbuf = np.empty((Nw + 1, (Nw + 1) * L))
+    xbuf = np.empty((1, (Nw + 1) * L))
     bits = np.empty((Nw + 1) * L, dtype=np.int64)
     v = np.empty((Nw + 1) * L)
     cs = np.empty((L, N + 1))
@@ -550,6 +563,7 @@ def _mtt_batch(scores, lengths, order, lanes, single_root, want, logz, out, bad,
     dbar = np.empty(L)
     lz = np.empty(L)
     okl = np.empty(L, dtype=np.bool_)
+    huge = np.empty(L, dtype=np.bool_)
     # log-space fallback buffers (one sentence at a time)
     S = np.empty((N + 1, N + 1))
     c = np.empty(N + 1)
@@ -580,7 +594,7 @@ def _mtt_batch(scores, lengths, order, lanes, single_root, want, logz, out, bad,
             okl[:] = False
         else:
             _lanes(scores, lengths, idx, n, single_root, want, W, A0, G, cs, shift, beta,
-                   xbuf, bits, f, d, inv, acc, dbar, v, lz, okl, out)
+                   xbuf, bits, f, d, inv, acc, dbar, v, lz, okl, huge, out)
         for l in range(min(L, B - g0)):
             b = idx[l]
             if okl[l]:

@@ -83,48 +83,69 @@ class Timing:
     error: str | None = None
 
 
-def measure(fn: Callable[[], Any], warm: Callable[[], Any] | None, target_s: float,
-            min_reps: int, max_reps: int, slow_s: float = 1.0, slow_budget_s: float = 6.0
-            ) -> tuple[float, float, int, int, Any]:
-    """Median CPU and wall seconds per call of ``fn``, timeit-style.
+class _Plan:
+    """Timing state of one library inside a group (see ``measure_group``)."""
 
-    Warm-up: ``warm()`` (the same call on a slice of the batch, for slow peers)
-    or else ``fn()`` itself (numba compilation, allocator). Then one call on
-    the full batch estimates the cost: fast calls are looped so that a repeat
-    lasts >= ~20 ms, and the number of repeats aims at ``target_s`` in total,
-    clamped to [min_reps, max_reps]; a call slower than ``slow_s`` is kept as
-    a sample and repeated only while ``slow_budget_s`` allows (at least once).
-    The process CPU time (one thread) is the robust figure on a shared
-    machine; wall time is returned too.
+    def __init__(self, fn: Callable[[], Any]) -> None:
+        self.fn, self.loops, self.reps = fn, 1, 1
+        self.cpu: list[float] = []
+        self.wall: list[float] = []
+        self.result: Any = None
+        self.error: BaseException | None = None
 
-    Returns ``(cpu_s, wall_s, repeats, loops_per_repeat, last_result)``.
+    def repeat(self) -> None:
+        c0, w0 = time.process_time(), time.perf_counter()
+        for _ in range(self.loops):
+            self.result = self.fn()
+        self.cpu.append((time.process_time() - c0) / self.loops)
+        self.wall.append((time.perf_counter() - w0) / self.loops)
+
+
+def measure_group(entries: list[tuple[str, Callable[[], Any], Callable[[], Any] | None]],
+                  target_s: float, min_reps: int, max_reps: int,
+                  slow_s: float = 1.0, slow_budget_s: float = 6.0) -> dict[str, _Plan]:
+    """Time several libraries' versions of one routine, interleaved, timeit-style.
+
+    ``entries``: ``(library, fn, warm)``. Warm-up: ``warm()`` (the same call on
+    a slice of the batch, for slow peers) or else ``fn()`` itself (numba
+    compilation, allocator). Then one call on the full batch estimates each
+    cost: fast calls are looped so that a repeat lasts >= ~20 ms and the
+    number of repeats aims at ``target_s``, clamped to [min_reps, max_reps];
+    a call slower than ``slow_s`` is kept as a sample and repeated only while
+    ``slow_budget_s`` allows (at least once). The repeats then run round-robin
+    over the libraries, so that all of them see the same machine load; the
+    figures are medians of the process CPU time (one thread) and wall time.
+    A library whose call raises keeps the exception in ``.error``.
     """
-    (warm or fn)()
-    c0, w0 = time.process_time(), time.perf_counter()
-    result = fn()
-    one_cpu, one_wall = time.process_time() - c0, time.perf_counter() - w0
-    one = max(one_cpu, 1e-9)
-    if one >= slow_s:
-        loops, reps = 1, max(1, min(min_reps, int(slow_budget_s / one)))
-        cpu, wall = [one_cpu], [one_wall]
-    else:
-        loops = max(1, int(0.02 / one))
-        reps = max(min_reps, min(max_reps, int(target_s / (one * loops))))
-        cpu, wall = [], []
+    plans: dict[str, _Plan] = {}
+    for library, fn, warm in entries:
+        plan = plans[library] = _Plan(fn)
+        try:
+            (warm or fn)()
+            plan.repeat()
+        except Exception as exc:  # noqa: BLE001 -- a peer failing is a result
+            plan.error = exc
+            continue
+        one = max(plan.cpu[0], 1e-9)
+        if one >= slow_s:
+            plan.reps = max(1, min(min_reps, int(slow_budget_s / one)))
+        else:
+            plan.cpu, plan.wall = [], []
+            plan.loops = max(1, int(0.02 / one))
+            plan.reps = max(min_reps, min(max_reps, int(target_s / (one * plan.loops))))
+    active = [p for p in plans.values() if p.error is None]
     gc.collect()
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        while len(cpu) < reps:
-            c0, w0 = time.process_time(), time.perf_counter()
-            for _ in range(loops):
-                result = fn()
-            cpu.append((time.process_time() - c0) / loops)
-            wall.append((time.perf_counter() - w0) / loops)
+        while any(len(p.cpu) < p.reps for p in active):
+            for p in active:
+                if len(p.cpu) < p.reps:
+                    p.repeat()
     finally:
         if was_enabled:
             gc.enable()
-    return statistics.median(cpu), statistics.median(wall), reps, loops, result
+    return plans
 
 
 def describe_error(exc: BaseException) -> str:
@@ -347,18 +368,22 @@ def run_sizes(args, res: Results, inf, peers: Peers | None) -> None:
             tag = dict(n=n, dtype=dtype)
             print(f"-- n={n} {dtype}", flush=True)
 
-            def timed(routine: str, library: str, fn: Callable[[], Any],
-                      warm: Callable[[], Any] | None = None) -> Any:
-                t = Timing(routine, n, dtype, library)
-                try:
-                    cpu, wall, t.reps, t.loops, out = measure(fn, warm, **tm)
-                    t.ms, t.wall_ms = cpu * 1e3, wall * 1e3
-                except Exception as exc:  # noqa: BLE001 -- a peer failing is a result
-                    t.error, out = describe_error(exc), None
-                res.timings.append(t)
-                shown = (f"{t.ms:9.3f} ms cpu {t.wall_ms:9.3f} ms wall  ({t.reps}x{t.loops})"
-                         if t.ms is not None else t.error)
-                print(f"   {routine:<28} {library:<13} {shown}", flush=True)
+            def timed(routine: str, entries) -> dict[str, Any]:
+                """Time ``entries`` [(library, fn, warm)] interleaved; record them; return results."""
+                plans = measure_group(entries, **tm)
+                out: dict[str, Any] = {}
+                for library, _, _ in entries:
+                    p = plans[library]
+                    t = Timing(routine, n, dtype, library)
+                    if p.error is not None:
+                        t.error, out[library] = describe_error(p.error), None
+                    else:
+                        t.ms, t.wall_ms = statistics.median(p.cpu) * 1e3, statistics.median(p.wall) * 1e3
+                        t.reps, t.loops, out[library] = p.reps, p.loops, p.result
+                    res.timings.append(t)
+                    shown = (f"{t.ms:9.3f} ms cpu {t.wall_ms:9.3f} ms wall  ({t.reps}x{t.loops})"
+                             if t.ms is not None else t.error)
+                    print(f"   {routine:<28} {library:<13} {shown}", flush=True)
                 return out
 
             def check(routine, peer, quantity, ours_v, peer_v, note=""):
@@ -380,17 +405,19 @@ def run_sizes(args, res: Results, inf, peers: Peers | None) -> None:
             # --- non-projective log Z + marginals, single and multi root ---
             for single_root in (True, False):
                 routine = f"nonproj logZ+marg {'single' if single_root else 'multi'}"
-                ours = None
+                entries = []
                 if inf is not None:
-                    ours = timed(routine, "arboreal",
-                                 lambda sr=single_root: ours_logz_marg(inf, S, lengths, False, sr))
+                    entries.append(("arboreal", lambda sr=single_root: ours_logz_marg(inf, S, lengths, False, sr),
+                                    None))
                 if peers:
-                    out_ts = timed(routine, "torch-struct",
-                                   lambda sr=single_root: peers.ts_nonproj(ts_in, not sr),
-                                   lambda sr=single_root: peers.ts_nonproj(ts_w, not sr))
-                    out_sp = timed(routine, "SuPar",
-                                   lambda sr=single_root: peers.supar_matrix_tree(sp_in, not sr),
-                                   lambda sr=single_root: peers.supar_matrix_tree(sp_w, not sr))
+                    entries += [("torch-struct", lambda sr=single_root: peers.ts_nonproj(ts_in, not sr),
+                                 lambda sr=single_root: peers.ts_nonproj(ts_w, not sr)),
+                                ("SuPar", lambda sr=single_root: peers.supar_matrix_tree(sp_in, not sr),
+                                 lambda sr=single_root: peers.supar_matrix_tree(sp_w, not sr))]
+                got = timed(routine, entries)
+                ours = got.get("arboreal")
+                if peers:
+                    out_ts, out_sp = got["torch-struct"], got["SuPar"]
                     # exact conversion check: torch-struct without its eps, in float64
                     lp64 = peers.to_ts(S.astype(np.float64))
                     z0 = peers.ts_deptree.deptree_part(lp64, not single_root, eps=0.0)
@@ -414,13 +441,16 @@ def run_sizes(args, res: Results, inf, peers: Peers | None) -> None:
 
             # --- projective log Z + marginals (single root) ---
             routine = "proj logZ+marg single"
-            ours = None
+            entries = []
             if inf is not None:
-                ours = timed(routine, "arboreal", lambda: ours_logz_marg(inf, S, lengths, True, True))
+                entries.append(("arboreal", lambda: ours_logz_marg(inf, S, lengths, True, True), None))
             if peers:
-                timed(routine, "torch-struct", lambda: peers.ts_proj(ts_in, False), lambda: peers.ts_proj(ts_w, False))
-                out_sp = timed(routine, "SuPar", lambda: peers.supar_proj(sp_in, False),
-                               lambda: peers.supar_proj(sp_w, False))
+                entries += [("torch-struct", lambda: peers.ts_proj(ts_in, False), lambda: peers.ts_proj(ts_w, False)),
+                            ("SuPar", lambda: peers.supar_proj(sp_in, False), lambda: peers.supar_proj(sp_w, False))]
+            got = timed(routine, entries)
+            ours = got.get("arboreal")
+            if peers:
+                out_sp = got["SuPar"]
                 if ours is not None and out_sp is not None:
                     check(routine, "SuPar", "logZ", ours[0], out_sp[0])
                     check(routine, "SuPar", "marginals", ours[1][:, valid],
@@ -428,17 +458,19 @@ def run_sizes(args, res: Results, inf, peers: Peers | None) -> None:
 
             # --- Eisner argmax (single root) ---
             routine = "eisner single"
-            ours = None
+            entries = []
             if inf is not None:
-                ours = timed(routine, "arboreal", lambda: inf.eisner(S, single_root=True, lengths=lengths))
-                timed_results[routine] = ours
-                if ours is not None:
-                    res.tree_problems.append(dict(routine=routine, **tag, bad=tree_problems(ours, True)))
+                entries.append(("arboreal", lambda: inf.eisner(S, single_root=True, lengths=lengths), None))
             if peers:
-                out_sp = timed(routine, "SuPar", lambda: peers.supar_eisner(sp_in, False),
-                               lambda: peers.supar_eisner(sp_w, False))
-                timed(routine, "torch-struct", lambda: peers.ts_eisner(ts_in, False),
-                      lambda: peers.ts_eisner(ts_w, False))
+                entries += [("SuPar", lambda: peers.supar_eisner(sp_in, False), lambda: peers.supar_eisner(sp_w, False)),
+                            ("torch-struct", lambda: peers.ts_eisner(ts_in, False),
+                             lambda: peers.ts_eisner(ts_w, False))]
+            got = timed(routine, entries)
+            ours = timed_results[routine] = got.get("arboreal")
+            if ours is not None:
+                res.tree_problems.append(dict(routine=routine, **tag, bad=tree_problems(ours, True)))
+            if peers:
+                out_sp = got["SuPar"]
                 if out_sp is not None:
                     sp_heads = out_sp.numpy()
                     res.tree_problems.append(dict(routine=routine + " (SuPar)", **tag,
@@ -449,17 +481,20 @@ def run_sizes(args, res: Results, inf, peers: Peers | None) -> None:
 
             # --- Chu-Liu-Edmonds (single root) ---
             routine = "chu_liu_edmonds single"
-            ours = None
+            entries = []
             if inf is not None:
-                ours = timed(routine, "arboreal",
-                             lambda: inf.chu_liu_edmonds(S, single_root=True, lengths=lengths))
-                if ours is not None:
-                    res.tree_problems.append(dict(routine=routine, **tag, bad=tree_problems(ours, True)))
+                entries.append(("arboreal", lambda: inf.chu_liu_edmonds(S, single_root=True, lengths=lengths), None))
             if peers:
                 sp_mst = peers.to_supar(S, mask_ignored=True)
                 mask = peers.supar_mask(B, n)
-                out_sp = timed(routine, "SuPar", lambda: peers.supar_mst(sp_mst, mask, False),
-                               lambda: peers.supar_mst(sp_mst[:W], mask[:W], False))
+                entries.append(("SuPar", lambda: peers.supar_mst(sp_mst, mask, False),
+                                lambda: peers.supar_mst(sp_mst[:W], mask[:W], False)))
+            got = timed(routine, entries)
+            ours = got.get("arboreal")
+            if ours is not None:
+                res.tree_problems.append(dict(routine=routine, **tag, bad=tree_problems(ours, True)))
+            if peers:
+                out_sp = got["SuPar"]
                 if out_sp is not None:
                     sp_heads = out_sp.numpy()
                     res.tree_problems.append(dict(routine=routine + " (SuPar)", **tag,
@@ -474,8 +509,9 @@ def run_sizes(args, res: Results, inf, peers: Peers | None) -> None:
             # --- arboreal only: k-best Eisner and MBR decoding ---
             if inf is not None:
                 routine = f"eisner_kbest k={K_BEST} single"
-                out = timed(routine, "arboreal",
-                            lambda: inf.eisner_kbest(S, K_BEST, single_root=True, lengths=lengths))
+                out = timed(routine, [("arboreal",
+                                       lambda: inf.eisner_kbest(S, K_BEST, single_root=True, lengths=lengths),
+                                       None)])["arboreal"]
                 if out is not None:
                     kh, ks = np.asarray(out[0]), np.asarray(out[1], dtype=np.float64)
                     if kh.ndim == 3:
@@ -498,9 +534,10 @@ def run_sizes(args, res: Results, inf, peers: Peers | None) -> None:
                     except Exception as exc:  # noqa: BLE001
                         res.timings.append(Timing(routine, n, dtype, "arboreal", error=describe_error(exc)))
                         continue
-                    out = timed(routine, "arboreal",
-                                lambda M=M, p=projective: inf.mbr_decode(M, projective=p, single_root=True,
-                                                                         lengths=lengths))
+                    out = timed(routine, [("arboreal",
+                                           lambda M=M, p=projective: inf.mbr_decode(
+                                               M, projective=p, single_root=True, lengths=lengths),
+                                           None)])["arboreal"]
                     if out is not None:
                         res.tree_problems.append(dict(routine=routine, **tag,
                                                       bad=tree_problems(np.asarray(out), True)))
@@ -704,8 +741,8 @@ def report_body(args, res: Results) -> str:
         f"B = {args.batch} sentences of length n, arc scores ~ N(0, 1) (seed {SEED}), one thread "
         f"(OMP/MKL/OPENBLAS/NUMBA_NUM_THREADS=1, torch.set_num_threads(1)). Times are the median "
         f"CPU time of the process per call (ms, one thread, so robust to other processes on the "
-        f"machine) over {args.min_reps}-{args.max_reps} repeats after warm-up (calls slower than 1 s: "
-        f"fewer repeats, at least one); median wall times are in the JSON output (`--out-json`). "
+        f"machine) over {args.min_reps}-{args.max_reps} repeats after warm-up, the libraries' repeats interleaved round-robin so that they share the "
+        f"same machine conditions (calls slower than 1 s: fewer repeats, at least one); median wall times are in the JSON output (`--out-json`). "
         f"Total run time {m['wall_s']:.0f} s.",
         "",
         f"Versions: {vtxt}.",

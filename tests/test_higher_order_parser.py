@@ -128,10 +128,13 @@ def test_train_parse_save_load(sample, trained, tmp_path, order):
 
 
 def test_load_rejects_foreign_file(tmp_path):
-    bad = tmp_path / "x.npz"
-    np.savez(bad, meta=np.array('{"model_type": "first-order"}'))
+    from arboreal.models.serialization import save_model_file
+    other = tmp_path / "x.npz"
+    save_model_file(other, {"model_type": "first-order"}, {})
     with pytest.raises(ModelError, match="higher-order"):
-        HigherOrderParser.load(bad)
+        HigherOrderParser.load(other)
     (tmp_path / "junk.npz").write_bytes(b"not a zip")
     with pytest.raises(ModelError):
         HigherOrderParser.load(tmp_path / "junk.npz")
+    with pytest.raises(ModelError, match="not trained"):
+        HigherOrderParser().save(tmp_path / "y.npz")

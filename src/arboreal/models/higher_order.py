@@ -19,9 +19,7 @@ Model 2 can see). The decoder follows from the parts: {sib} -> sibling O(n^3),
 {grand} -> Model 0, with trisib -> Model 2, otherwise Model 1.
 
 Labels: the first-order parser's second-stage :class:`~arboreal.models.labeler.Labeler`
-(trained on gold trees). Model files of version 1 of this module (written before
-the switch) carry a table labeler (most frequent relation of (head UPOS, modifier
-UPOS, direction)); they still load.
+(trained on gold trees).
 
 Files: the common arboreal model format of :mod:`arboreal.models.serialization`
 (one ``.npz`` without pickle + JSON metadata, ``model_type = "higher-order"``);
@@ -30,7 +28,6 @@ The CLI (``arboreal train --order 2|3 [--parts ...]``) calls :func:`train`.
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 from typing import Callable, Sequence
@@ -56,7 +53,7 @@ from arboreal.models.serialization import (dense_vector, load_model_file, save_m
 PART_NAMES = {"sibling": "sib", "grandparent": "grand", "grand-sibling": "gsib",
               "tri-sibling": "trisib"}
 DEFAULT_PARTS = {1: (), 2: ("sib", "grand"), 3: ("sib", "grand", "gsib", "trisib")}
-FORMAT_VERSION = 1   # this module's first (legacy) file layout
+FORMAT_VERSION = 2   # layout of this module's arrays inside the common model format
 
 
 def parse_parts(order: int, parts: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -109,80 +106,6 @@ def _scatter_sums(n, hs, ms, offsets, ids, w):
     return arc
 
 
-class _LabelTable:
-    """Most frequent relation given (head UPOS, modifier UPOS, direction), with back-offs."""
-
-    def __init__(self) -> None:
-        self.keys = np.zeros(0, dtype=str)
-        self.labels = np.zeros(0, dtype=str)
-        self.mod_keys = np.zeros(0, dtype=str)
-        self.mod_labels = np.zeros(0, dtype=str)
-        self.default = "dep"
-
-    @staticmethod
-    def _key(hp: np.ndarray, mp: np.ndarray, right: np.ndarray) -> np.ndarray:
-        return np.char.add(np.char.add(np.char.add(hp.astype(str), "|"), mp.astype(str)),
-                           np.where(right, ">", "<"))
-
-    @staticmethod
-    def _majority(keys: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        pairs = np.char.add(np.char.add(keys, "\t"), labels)
-        up, counts = np.unique(pairs, return_counts=True)
-        k = np.array([p.split("\t")[0] for p in up.tolist()])
-        lab = np.array([p.split("\t")[1] for p in up.tolist()])
-        order = np.lexsort((-counts, k))
-        k, lab = k[order], lab[order]
-        first = np.r_[True, k[1:] != k[:-1]]
-        return k[first], lab[first]
-
-    def fit(self, sentences) -> "_LabelTable":
-        hp, mp, right, lab = self._columns(sentences, gold=True)
-        if lab.size:
-            self.keys, self.labels = self._majority(self._key(hp, mp, right), lab)
-            self.mod_keys, self.mod_labels = self._majority(mp.astype(str), lab)
-            u, c = np.unique(lab, return_counts=True)
-            self.default = str(u[np.argmax(c)])
-        return self
-
-    @staticmethod
-    def _columns(sentences, gold: bool, heads_list=None):
-        hp, mp, right, lab = [], [], [], []
-        for i, s in enumerate(sentences):
-            heads = s.heads if heads_list is None else heads_list[i]
-            m = np.arange(1, len(s) + 1)
-            h = np.asarray(heads)[1:]
-            ok = h >= 0
-            hp.append(s.upos[h[ok]])
-            mp.append(s.upos[1:][ok])
-            right.append(m[ok] > h[ok])
-            if gold:
-                lab.append(s.deprels[1:][ok])
-        cat = (lambda xs: np.concatenate(xs) if xs else np.zeros(0, dtype=str))
-        return cat(hp), cat(mp), cat(right).astype(bool), cat(lab) if gold else None
-
-    def _lookup(self, keys: np.ndarray, table_k: np.ndarray, table_v: np.ndarray):
-        if table_k.size == 0:
-            return np.zeros(len(keys), dtype=bool), np.full(len(keys), self.default)
-        idx = np.minimum(np.searchsorted(table_k, keys), table_k.size - 1)
-        found = table_k[idx] == keys
-        return found, table_v[idx]
-
-    def predict(self, sentences, heads_list) -> list[np.ndarray]:
-        hp, mp, right, _ = self._columns(sentences, gold=False, heads_list=heads_list)
-        f1, l1 = self._lookup(self._key(hp, mp, right), self.keys, self.labels)
-        f2, l2 = self._lookup(mp.astype(str), self.mod_keys, self.mod_labels)
-        lab = np.where(f1, l1, np.where(f2, l2, self.default)).astype(object)
-        out, k = [], 0
-        for s in sentences:
-            n = len(s)
-            d = np.empty(n + 1, dtype=object)
-            d[0] = "_"
-            d[1:] = lab[k:k + n]
-            k += n
-            out.append(d)
-        return out
-
-
 class HigherOrderParser:
     """Second/third-order projective parser trained with the averaged perceptron.
 
@@ -206,7 +129,7 @@ class HigherOrderParser:
                  features: str = "mcdonald", bits: int = 22, epochs: int = 10,
                  pruner_epochs: int = 5, max_heads: int = 10, threshold: float = 1e-4,
                  single_root: bool = True, seed: int = 0, learner: str = "perceptron",
-                 prune_temperature: float = 10.0):
+                 prune_temperature: float = 30.0):
         if learner != "perceptron":
             raise ValueError(f"learner {learner!r} is not available for higher-order models "
                              "(only 'perceptron')")
@@ -226,7 +149,7 @@ class HigherOrderParser:
         self.hof = HigherOrderFeatures(self.parts, self.bits, outer_only="trisib" in self.parts)
         self.w_prune: np.ndarray | None = None
         self.w: np.ndarray | None = None
-        self.labeler: Labeler | _LabelTable | None = None
+        self.labeler: Labeler | None = None
         self.stats: dict = {}
         self.meta: dict = {}
 
@@ -447,10 +370,7 @@ class HigherOrderParser:
         sentences = list(sentences)
         encs = self.fs.encode(sentences)
         heads = self._heads_of(encs)
-        if isinstance(self.labeler, _LabelTable):
-            labels = self.labeler.predict(sentences, heads)
-        else:
-            labels = [self.labeler.predict_labels(e, h) for e, h in zip(encs, heads)]
+        labels = [self.labeler.predict_labels(e, h) for e, h in zip(encs, heads)]
         return [s.with_tree(h, d) for s, h, d in zip(sentences, heads, labels)]
 
     def pruning_recall(self, sentences: Sequence) -> tuple[float, float]:
@@ -483,8 +403,6 @@ class HigherOrderParser:
     def save(self, path: str | os.PathLike) -> None:
         """Write the model atomically as one .npz (no pickle), common arboreal format."""
         self._check_trained()
-        if not isinstance(self.labeler, Labeler):
-            raise ModelError("models with the old table labeler cannot be saved again")
         w_idx, w_val = sparse_vector(self.w)
         p_idx, p_val = sparse_vector(self.w_prune)
         l_idx, l_val = sparse_vector(self.labeler.W)
@@ -496,7 +414,7 @@ class HigherOrderParser:
             arrays[f"vocab_{name}"] = np.asarray(v, dtype=str)
         if self.fs.allowed is not None:
             arrays["allowed"] = np.packbits(self.fs.allowed)
-        meta = {"model_type": self.model_type, "module_version": FORMAT_VERSION + 1,
+        meta = {"model_type": self.model_type, "module_version": FORMAT_VERSION,
                 "options": self._options(), "features": self.fs.config(),
                 "labeler": {"templates": self.labeler.templates, "bits": self.labeler.bits},
                 "stats": self.stats, **self.meta}
@@ -505,13 +423,7 @@ class HigherOrderParser:
     @classmethod
     def load(cls, path: str | os.PathLike) -> "HigherOrderParser":
         """Read a model written by :meth:`save` (ModelError if it is not one)."""
-        try:
-            meta, arrays = load_model_file(path)
-        except ModelError:
-            legacy = _load_legacy(cls, path)
-            if legacy is None:
-                raise
-            return legacy
+        meta, arrays = load_model_file(path)
         return cls.from_file_contents(str(path), meta, arrays)
 
     @classmethod
@@ -546,39 +458,6 @@ class HigherOrderParser:
         return p
 
 
-def _load_legacy(cls, path) -> "HigherOrderParser | None":
-    """Files of this module's first format (key "meta", table labeler); None if not one."""
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            if "meta" not in z.files:
-                return None
-            data = {k: z[k] for k in z.files}
-        meta = json.loads(str(data["meta"]))
-    except (OSError, ValueError, KeyError, EOFError):
-        return None
-    if meta.get("model_type") != cls.model_type:
-        raise ModelError(f"{path}: model type {meta.get('model_type')!r} is not 'higher-order'")
-    try:
-        p = cls(order=meta["order"], parts=meta["parts"], bits=meta["bits"],
-                epochs=meta["epochs"], pruner_epochs=meta["pruner_epochs"],
-                max_heads=meta["max_heads"], threshold=meta["threshold"],
-                prune_temperature=meta["prune_temperature"], single_root=meta["single_root"],
-                seed=meta["seed"])
-        vocabs = {k[len("vocab_"):]: v for k, v in data.items() if k.startswith("vocab_")}
-        p.fs = FeatureSet.from_config(meta["features"], vocabs, data.get("feature_mask"))
-        p.w = data["w"].astype(np.float32)
-        p.w_prune = data["w_prune"].astype(np.float32)
-        lab = _LabelTable()
-        lab.keys, lab.labels = data["lab_keys"], data["lab_labels"]
-        lab.mod_keys, lab.mod_labels = data["lab_mod_keys"], data["lab_mod_labels"]
-        lab.default = meta["label_default"]
-        p.labeler = lab
-        p.stats = meta.get("stats", {})
-    except (KeyError, TypeError, ValueError) as exc:
-        raise ModelError(f"{path}: model file is incomplete or corrupt ({exc})") from None
-    return p
-
-
 def train(train_sentences: list, dev: list | None = None, order: int = 2,
           parts: str | Sequence[str] | None = None, progress: Callable | None = None,
           log: Callable | None = None, learner: str = "perceptron", decoder: str = "eisner",
@@ -589,7 +468,8 @@ def train(train_sentences: list, dev: list | None = None, order: int = 2,
 
     ``log`` receives the first-order parser's EpochReport objects (one per model
     epoch). Options (``--learner-option KEY=VALUE``): pruner_epochs (default = epochs),
-    max_heads (10), threshold (1e-4), prune_temperature (10).
+    max_heads (10), threshold (1e-4), prune_temperature (30; chosen on EWT dev:
+    T=10 kept 96.8% of gold arcs and gave order 2 dev UAS 82.35, T=30 98.6% and 84.20).
     """
     from arboreal.models.parser import EpochReport
 
@@ -613,7 +493,7 @@ def train(train_sentences: list, dev: list | None = None, order: int = 2,
                                   epochs=epochs, pruner_epochs=options.get("pruner_epochs", epochs),
                                   max_heads=options.get("max_heads", 10),
                                   threshold=options.get("threshold", 1e-4),
-                                  prune_temperature=options.get("prune_temperature", 10.0),
+                                  prune_temperature=options.get("prune_temperature", 30.0),
                                   single_root=single_root, seed=seed)
     except ValueError as exc:
         raise ArborealError(str(exc)) from None

@@ -679,6 +679,25 @@ def peer_note(routine: str) -> str:
     return "(peers not run)"
 
 
+BARS = (("nonproj logZ+marg single", "torch-struct", 2.0),
+        ("eisner single", "SuPar", 25.0),
+        ("chu_liu_edmonds single", "SuPar", 40.0))
+
+
+def bars_table(res: Results, n: int = 40) -> str:
+    """Issue 3's speed bars at n = 40: peer ms / arboreal ms against the required ratio."""
+    lines = ["| routine (n = 40) | dtype | vs | required | measured | |", "|---|---|---|---:|---:|---|"]
+    for routine, peer, need in BARS:
+        for dtype in ("float32", "float64"):
+            o = next((t for t in res.timings if (t.routine, t.n, t.dtype, t.library) == (routine, n, dtype, "arboreal")), None)
+            p = next((t for t in res.timings if (t.routine, t.n, t.dtype, t.library) == (routine, n, dtype, peer)), None)
+            if not (o and p and o.ms and p.ms):
+                continue
+            r = p.ms / o.ms
+            lines.append(f"| {routine} | {dtype} | {peer} | {need:g}x | {r:.1f}x | {'met' if r >= need else 'MISSED'} |")
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
 def checks_table(res: Results) -> str:
     lines = ["| routine | n | dtype | compared with | quantity | max abs diff | max rel diff | note |",
              "|---|---:|---|---|---|---:|---:|---|"]
@@ -760,6 +779,7 @@ def report_body(args, res: Results) -> str:
         "no autograd); SuPar = `.log_partition` + `.marginals` (autograd, as the library does). "
         "Ratio = peer ms / arboreal ms.",
         "",
+        *(["### Issue 3 speed bars", "", bars_table(res), ""] if bars_table(res) else []),
         *(["### Timings at n = 40", "", timing_table(res, 40), ""] if 40 in args.sizes else []),
         "### All timings",
         "",

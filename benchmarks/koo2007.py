@@ -301,7 +301,18 @@ def main(argv=None) -> int:
 def write_doc(args, cfg, info, text, total, done):
     from _report import machine_description
 
-    argv = " ".join(sys.argv[1:])
+    parts, skip = [], False
+    for a in sys.argv[1:]:  # the --results cache path is not part of the experiment
+        if skip:
+            skip = False
+            continue
+        if a == "--results":
+            skip = True
+            continue
+        if a.startswith("--results=") or a == "--no-write":
+            continue
+        parts.append(a)
+    argv = " ".join(parts)
     cmd = "python benchmarks/koo2007.py" + (f" {argv}" if argv else "")
     if args.quick:
         kind = ("**QUICK SMOKE RUN** (not the experiment: at most 250 training sentences per "

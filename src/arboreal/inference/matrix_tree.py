@@ -241,6 +241,8 @@ def _lanes(scores, lengths, idx, nn, single_root, want, W, A0, G, cs, shift, bet
     n = nn
     Lu = np.uint64(L)
     nLu = np.uint64(n) * Lu
+    f2 = np.empty(L)
+    acc2 = np.empty(L)
     # ---- weights -------------------------------------------------------
     for l in range(L):
         b = idx[l]
@@ -295,17 +297,25 @@ def _lanes(scores, lengths, idx, nn, single_root, want, W, A0, G, cs, shift, bet
                 d[l] = 1.0
             inv[l] = 1.0 / d[l]
             logz[l] += math.log(d[l])
-        for i in range(k + 1, n + 1):
+        # rank-1 update, two rows at a time (row k is read once per pair)
+        i = k + 1
+        while i <= n:
+            i2 = i + 1 if i < n else i  # a lone last row is paired with itself...
             for l in range(Lu):
                 f[l] = W[i, kb + l] * inv[l]
+                f2[l] = W[i2, kb + l] * inv[l] if i2 != i else 0.0  # ...adding 0
             for j in range(np.uint64(k + 1), np.uint64(n)):
                 jb = j * Lu
                 for l in range(Lu):
-                    W[i, jb + l] += f[l] * W[k, jb + l]
-            if i < n:
-                ib = np.uint64(i) * Lu
-                for l in range(Lu):
-                    W[i, ib + l] = 0.0
+                    w = W[k, jb + l]
+                    W[i, jb + l] += f[l] * w
+                    W[i2, jb + l] += f2[l] * w
+            for r in range(i, i2 + 1):
+                if r < n:
+                    rb = np.uint64(r) * Lu
+                    for l in range(Lu):
+                        W[r, rb + l] = 0.0
+            i += 2
         for l in range(Lu):
             G[k, nLu + l] = d[l]  # spare column nn of G keeps d_k
     lb = np.uint64(n - 1) * Lu
@@ -331,18 +341,27 @@ def _lanes(scores, lengths, idx, nn, single_root, want, W, A0, G, cs, shift, bet
             inv[l] = 1.0 / G[k, nLu + l]
         for q in range(np.uint64(k + 1) * Lu, np.uint64(n) * Lu):
             v[q] = 0.0
-        for i in range(k + 1, n + 1):
+        i = k + 1
+        while i <= n:  # two rows at a time, as in the forward pass
+            i2 = i + 1 if i < n else i
             for l in range(Lu):
                 f[l] = W[i, kb + l]
+                f2[l] = W[i2, kb + l] if i2 != i else 0.0
                 acc[l] = 0.0
+                acc2[l] = 0.0
             for j in range(np.uint64(k + 1), np.uint64(n)):
                 jb = j * Lu
                 for l in range(Lu):
+                    w = W[k, jb + l]
                     g = G[i, jb + l]
-                    acc[l] += g * W[k, jb + l]
-                    v[jb + l] += f[l] * g
+                    g2 = G[i2, jb + l]
+                    acc[l] += g * w
+                    acc2[l] += g2 * w
+                    v[jb + l] += f[l] * g + f2[l] * g2
             for l in range(Lu):
+                G[i2, kb + l] = acc2[l] * inv[l]
                 G[i, kb + l] = acc[l] * inv[l]  # u_i / d_k, dbar added below
+            i += 2
         for l in range(Lu):
             acc[l] = 0.0
         for j in range(np.uint64(k + 1), np.uint64(n)):

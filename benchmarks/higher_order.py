@@ -178,6 +178,7 @@ def main() -> None:
     ap.add_argument("--model")
     ap.add_argument("--out")
     ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--note", default="", help="text appended to the report (e.g. the runs' commands)")
     args = ap.parse_args()
     if args.worker == "train":
         return worker_train(args)
@@ -214,11 +215,15 @@ def main() -> None:
                 (RUNS / f"{spec_tag(spec)}.speed.json").write_text(json.dumps(sp))
                 print(spec, json.dumps(sp), flush=True)
     if "report" in phases:
-        text = report(specs, args)
+        text = report(specs, args) + ("\n\n" + args.note if args.note else "")
         print(text)
         if args.write:
             from _report import write_section
-            cmd = "python benchmarks/higher_order.py " + " ".join(sys.argv[1:])
+            argv = list(sys.argv[1:])
+            if "--note" in argv:      # the note is in the body; keep the command line short
+                i = argv.index("--note")
+                del argv[i:i + 2]
+            cmd = "python benchmarks/higher_order.py " + " ".join(argv) + " --note ..."
             write_section("higher_order", "Higher-order parsing (EWT, gold UPOS)", cmd, text)
 
 

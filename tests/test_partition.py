@@ -233,3 +233,15 @@ def test_forbidden_arcs_match_brute_force(mode, n, seed, density, force_log):
     ref_z, ref_mu = brute(S, projective, single_root)
     assert abs(z[0] - ref_z) <= 1e-9 * max(1.0, abs(ref_z))
     np.testing.assert_allclose(mu[0], ref_mu, rtol=0, atol=1e-8)
+
+
+@pytest.mark.parametrize("projective", [False, True])
+def test_log_partition_and_marginals_in_one_pass(projective):
+    rng = np.random.default_rng(4)
+    S = rng.normal(size=(6, 8, 8))
+    lengths = np.array([7, 3, 0, 5, 7, 1])
+    z, mu = partition.log_partition_and_marginals(S, projective=projective, lengths=lengths)
+    np.testing.assert_array_equal(z, log_partition(S, projective=projective, lengths=lengths))
+    np.testing.assert_array_equal(mu, marginals(S, projective=projective, lengths=lengths))
+    z1, mu1 = partition.log_partition_and_marginals(S[0], projective=projective)
+    assert isinstance(z1, float) and z1 == log_partition(S[0], projective=projective)

@@ -100,3 +100,15 @@ def marginals(scores: np.ndarray, projective: bool = False, single_root: bool = 
     """
     _, out, single = _run(scores, projective, single_root, labeled, lengths, True)
     return out[0] if single else out
+
+
+def log_partition_and_marginals(scores: np.ndarray, projective: bool = False,
+                                single_root: bool = True, labeled: bool = False,
+                                lengths: np.ndarray | None = None
+                                ) -> tuple[float | np.ndarray, np.ndarray]:
+    """``(log_partition(...), marginals(...))`` from one pass (the marginals
+    need log Z anyway): what training wants.  Same shapes and dtypes."""
+    logz, out, single = _run(scores, projective, single_root, labeled, lengths, True)
+    if single:
+        return float(logz[0]), out[0]
+    return logz, out

@@ -25,7 +25,8 @@ finite score gives finite results (no cancellation: all sums are of
 positive terms), whatever the scale of the scores.
 
 Cost: O(n^3) time (about n^3/2 terms inside and n^3 outside, one exp
-each), O(n^2) memory; one numba kernel over the batch, float64 throughout,
+each), O(n^2) memory (items are mirrored into the unused lower triangle so
+that every sum over split points reads contiguous memory); one numba kernel over the batch, float64 throughout,
 work arrays allocated once per batch.
 """
 from __future__ import annotations
@@ -35,20 +36,26 @@ import math
 import numpy as np
 from numba import njit
 
+from arboreal.inference.matrix_tree import _exp_row
+
 _NEG = -np.inf
 
 
-@njit(cache=True)
-def _lse(buf, cnt):
+@njit(cache=True, fastmath={"reassoc", "contract"})
+def _lse(buf, cnt, ebuf, bits):
+    """log-sum-exp of buf[:cnt], max-shifted; the exps are vectorised and
+    the sum (of positive terms) may be reassociated."""
     m = _NEG
     for i in range(cnt):
-        if buf[i] > m:
-            m = buf[i]
+        m = max(m, buf[i])
     if m == _NEG:
         return _NEG
+    for i in range(cnt):
+        buf[i] -= m
+    _exp_row(buf, ebuf, bits, cnt)
     s = 0.0
     for i in range(cnt):
-        s += math.exp(buf[i] - m)
+        s += ebuf[i]
     return m + math.log(s)
 
 
@@ -64,9 +71,15 @@ def _bad_scores(S, n):
 
 
 @njit(cache=True)
-def _io_one(S, n, single_root, want, IR, IL, CR, CL, bIR, bIL, bCR, bCL, buf, out):
+def _io_one(S, St, n, single_root, want, IR, IL, CR, CL, bIR, bIL, bCR, bCL, buf, ebuf,
+            bits, out):
     """Inside (and outside when ``want``) for one sentence of n >= 1 words;
-    writes marginals into ``out`` (n+1, n+1).  Returns log Z."""
+    writes marginals into ``out`` (n+1, n+1).  Returns log Z.
+
+    Every chart item X[s, t] (s < t) is also stored mirrored at X[t, s], so
+    that the sums over split points, which walk down a column of the
+    chart, read a contiguous row instead.  ``St`` is ``S`` transposed.
+    """
     for s in range(n + 1):
         for t in range(n + 1):
             IR[s, t] = _NEG
@@ -78,21 +91,35 @@ def _io_one(S, n, single_root, want, IR, IL, CR, CL, bIR, bIL, bCR, bCL, buf, ou
     for w in range(1, n + 1):
         for s in range(0, n - w + 1):
             t = s + w
+            CLt = CL[t]
             if s == 0 and single_root:
-                inner = CL[1, t]
+                inner = CLt[1]
             else:
+                CRs = CR[s]
                 for r in range(s, t):
-                    buf[r - s] = CR[s, r] + CL[r + 1, t]
-                inner = _lse(buf, t - s)
-            IR[s, t] = inner + S[s, t]
+                    buf[r - s] = CRs[r] + CLt[r + 1]
+                inner = _lse(buf, t - s, ebuf, bits)
+            v = inner + S[s, t]
+            IR[s, t] = v
+            IR[t, s] = v
             if s > 0:
-                IL[s, t] = inner + S[t, s]
+                v = inner + S[t, s]
+                IL[s, t] = v
+                IL[t, s] = v
+            CLs = CL[s]
+            ILt = IL[t]
             for r in range(s, t):
-                buf[r - s] = CL[s, r] + IL[r, t]
-            CL[s, t] = _lse(buf, t - s)
+                buf[r - s] = CLs[r] + ILt[r]
+            v = _lse(buf, t - s, ebuf, bits)
+            CL[s, t] = v
+            CL[t, s] = v
+            IRs = IR[s]
+            CRt = CR[t]
             for r in range(s + 1, t + 1):
-                buf[r - s - 1] = IR[s, r] + CR[r, t]
-            CR[s, t] = _lse(buf, t - s)
+                buf[r - s - 1] = IRs[r] + CRt[r]
+            v = _lse(buf, t - s, ebuf, bits)
+            CR[s, t] = v
+            CR[t, s] = v
     logz = CR[0, n]
     if not want or logz == _NEG:
         return logz
@@ -104,50 +131,81 @@ def _io_one(S, n, single_root, want, IR, IL, CR, CL, bIR, bIL, bCR, bCL, buf, ou
             bCR[s, t] = _NEG
             bCL[s, t] = _NEG
     bCR[0, n] = 0.0
+    bCR[n, 0] = 0.0
     for w in range(n, 0, -1):
         for s in range(0, n - w + 1):
             t = s + w
             # outside of CR[s, t]
             if not (s == 0 and t == n):
                 cnt = 0
+                bCRt = bCR[t]
+                IRs = IR[s]
                 for s2 in range(0, s):  # CR[s2, t] = IR[s2, s] + CR[s, t]
-                    buf[cnt] = bCR[s2, t] + IR[s2, s]
+                    buf[cnt] = bCRt[s2] + IRs[s2]
                     cnt += 1
                 if s > 0 or not single_root:  # left part of inner(s, t2), r = t
+                    bIRs = bIR[s]
+                    Ss = S[s]
+                    CLn = CL[t + 1] if t < n else CL[t]
                     for t2 in range(t + 1, n + 1):
-                        buf[cnt] = bIR[s, t2] + S[s, t2] + CL[t + 1, t2]
+                        buf[cnt] = bIRs[t2] + Ss[t2] + CLn[t2]
                         cnt += 1
-                        if s > 0:
-                            buf[cnt] = bIL[s, t2] + S[t2, s] + CL[t + 1, t2]
+                    if s > 0:
+                        bILs = bIL[s]
+                        Sts = St[s]
+                        for t2 in range(t + 1, n + 1):
+                            buf[cnt] = bILs[t2] + Sts[t2] + CLn[t2]
                             cnt += 1
-                bCR[s, t] = _lse(buf, cnt)
+                v = _lse(buf, cnt, ebuf, bits)
+                bCR[s, t] = v
+                bCR[t, s] = v
             # outside of CL[s, t]
             cnt = 0
+            bCLs = bCL[s]
+            ILt = IL[t]
             for t2 in range(t + 1, n + 1):  # CL[s, t2] = CL[s, t] + IL[t, t2]
-                buf[cnt] = bCL[s, t2] + IL[t, t2]
+                buf[cnt] = bCLs[t2] + ILt[t2]
                 cnt += 1
-            for s2 in range(0, s):  # right part of inner(s2, t), r = s - 1
-                if s2 == 0 and single_root and s != 1:
-                    continue
-                buf[cnt] = bIR[s2, t] + S[s2, t] + CR[s2, s - 1]
-                cnt += 1
-                if s2 > 0:
-                    buf[cnt] = bIL[s2, t] + S[t, s2] + CR[s2, s - 1]
+            # right part of inner(s2, t), split r = s - 1
+            s_lo = 0
+            if single_root and s != 1:
+                s_lo = 1  # the root's inner sum only splits at r = 0
+            if s > 0:
+                bIRt = bIR[t]
+                Stt = St[t]
+                CRp = CR[s - 1]
+                for s2 in range(s_lo, s):
+                    buf[cnt] = bIRt[s2] + Stt[s2] + CRp[s2]
                     cnt += 1
-            bCL[s, t] = _lse(buf, cnt)
+                bILt = bIL[t]
+                St_ = S[t]
+                for s2 in range(max(s_lo, 1), s):
+                    buf[cnt] = bILt[s2] + St_[s2] + CRp[s2]
+                    cnt += 1
+            v = _lse(buf, cnt, ebuf, bits)
+            bCL[s, t] = v
+            bCL[t, s] = v
             # outside of IR[s, t]: CR[s, t2] = IR[s, t] + CR[t, t2]
             cnt = 0
+            bCRs = bCR[s]
+            CRt = CR[t]
             for t2 in range(t, n + 1):
-                buf[cnt] = bCR[s, t2] + CR[t, t2]
+                buf[cnt] = bCRs[t2] + CRt[t2]
                 cnt += 1
-            bIR[s, t] = _lse(buf, cnt)
+            v = _lse(buf, cnt, ebuf, bits)
+            bIR[s, t] = v
+            bIR[t, s] = v
             # outside of IL[s, t]: CL[s2, t] = CL[s2, s] + IL[s, t]
             if s > 0:
                 cnt = 0
+                bCLt = bCL[t]
+                CLs = CL[s]
                 for s2 in range(0, s + 1):
-                    buf[cnt] = bCL[s2, t] + CL[s2, s]
+                    buf[cnt] = bCLt[s2] + CLs[s2]
                     cnt += 1
-                bIL[s, t] = _lse(buf, cnt)
+                v = _lse(buf, cnt, ebuf, bits)
+                bIL[s, t] = v
+                bIL[t, s] = v
     for s in range(n + 1):
         for t in range(s + 1, n + 1):
             out[s, t] = min(math.exp(IR[s, t] + bIR[s, t] - logz), 1.0)
@@ -167,6 +225,7 @@ def _io_batch(scores, lengths, single_root, want, logz, out, bad):
     B = scores.shape[0]
     N1 = scores.shape[1]
     S = np.empty((N1, N1))
+    St = np.empty((N1, N1))
     IR = np.empty((N1, N1))
     IL = np.empty((N1, N1))
     CR = np.empty((N1, N1))
@@ -176,6 +235,8 @@ def _io_batch(scores, lengths, single_root, want, logz, out, bad):
     bCR = np.empty((N1, N1))
     bCL = np.empty((N1, N1))
     buf = np.empty(2 * N1 + 2)
+    ebuf = np.empty(2 * N1 + 2)
+    bits = np.empty(2 * N1 + 2, dtype=np.int64)
     ob = np.zeros((N1, N1))
     for b in range(B):
         n = lengths[b]
@@ -185,12 +246,13 @@ def _io_batch(scores, lengths, single_root, want, logz, out, bad):
         for h in range(n + 1):
             for m in range(n + 1):
                 S[h, m] = scores[b, h, m]
+                St[m, h] = S[h, m]
         if _bad_scores(S, n):
             bad[b] = True
             logz[b] = np.nan
             continue
-        logz[b] = _io_one(S, n, single_root, want, IR, IL, CR, CL, bIR, bIL, bCR, bCL,
-                          buf, ob)
+        logz[b] = _io_one(S, St, n, single_root, want, IR, IL, CR, CL, bIR, bIL, bCR, bCL,
+                          buf, ebuf, bits, ob)
         if want:
             for h in range(n + 1):
                 for m in range(1, n + 1):

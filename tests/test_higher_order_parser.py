@@ -138,3 +138,24 @@ def test_load_rejects_foreign_file(tmp_path):
         HigherOrderParser.load(tmp_path / "junk.npz")
     with pytest.raises(ModelError, match="not trained"):
         HigherOrderParser().save(tmp_path / "y.npz")
+
+
+def test_cli_train_order_2_and_parse(tmp_path, capsys):
+    """`arboreal train --order 2 --parts ...` reaches this module; the file parses back."""
+    from arboreal.cli import main
+    from arboreal.io.conllu import write_conllu
+
+    train = read_conllu(SAMPLE / "en_ewt-sample-train.conllu")[:60]
+    small = tmp_path / "train.conllu"
+    write_conllu(train, small)
+    model = tmp_path / "m.npz"
+    assert main(["train", str(small), "--order", "2", "--parts", "sibling,grandparent",
+                 "--epochs", "1", "--hash-bits", "16", "--features", "mcdonald",
+                 "-o", str(model), "--quiet"]) == 0
+    out = tmp_path / "out.conllu"
+    assert main(["parse", str(model), str(small), "-o", str(out)]) == 0
+    parsed = read_conllu(out)
+    assert len(parsed) == len(train) and all(p.has_heads for p in parsed)
+    assert main(["train", str(small), "--order", "2", "--parts", "cousin", "-o", str(model),
+                 "--quiet"]) == 2
+    assert "unknown part" in capsys.readouterr().err

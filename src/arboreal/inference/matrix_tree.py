@@ -17,7 +17,7 @@ evaluate the same determinants with a *subtraction-free* elimination:
    ``c_m = max_h s[h, m]`` over all heads.  Single-root: ``c_m`` is the max
    over word heads only and the root row gets one global shift ``g``
    (Z is linear in the root weights because exactly one arc leaves the
-   root).  Afterwards every weight is <= 1 and every column holds a 1.
+   root).  Afterwards every weight is <= 1 and the maxima are 1.
 2. GTH elimination (Grassmann-Taksar-Heyman).  M = D - A is a column
    diagonally dominant M-matrix, ``d_j = beta * r_j + sum_{i != j} a_ij``.
    Eliminating node k gives the Schur complement of the same form with
@@ -37,11 +37,13 @@ evaluate the same determinants with a *subtraction-free* elimination:
    of step k, which the in-place elimination leaves untouched) and the
    pivots.  The one subtraction is the pivot's adjoint,
    ``d_k * dlogZ/dd_k = 1 - S_k`` where ``S_k`` (the probability mass routed
-   through node k, <= n) is a sum of positive terms: its absolute error is
-   ~ n eps in probability units, so marginals come out with an absolute
-   error of ~ n^2 eps (measured: <= 1e-12 against mpmath, see
-   tests/test_stability.py).  The adjoints of all other quantities are products
-   and sums of non-negative numbers.
+   through node k, <= n) is a sum of positive terms; it can be negative
+   (d_k also feeds the recomputed pivots of later steps) and enters the
+   adjoints of column k additively.  Its absolute error is ~ n eps in
+   probability units, so marginals come out with an absolute error of
+   ~ n^2 eps (measured: <= 1e-12 against mpmath and brute force, see
+   tests/test_stability.py and tests/test_partition.py).  Everything else
+   in the backward pass multiplies and adds non-negative numbers.
 4. Underflow.  In linear float64 a weight below ~1e-308 of its column's
    maximum is lost; lost mass is at most n^2 * 2e-308 in absolute terms and
    harmless unless a pivot itself gets that small (a cycle of strong arcs
@@ -53,10 +55,15 @@ evaluate the same determinants with a *subtraction-free* elimination:
    log space (log-add-exp updates).  The adjoints of arc and root weights
    are non-negative (derivatives of a polynomial with positive
    coefficients), so they are kept as logs too; the pivot adjoint
-   ``1 - S_k`` can have either sign (the pivot also feeds later pivots) and
-   is computed with expm1 and added with a signed log-add-exp, clamped at 0.
-   That path is exact for any score range but ~10x slower; it runs only
-   for very peaked scores (spreads of hundreds of nats inside a cycle).
+   ``1 - S_k`` is computed with expm1 and added with a signed log-add-exp,
+   clamped at 0.  Forbidden arcs (-inf) can make a pivot exactly 0 (e.g. a
+   word that only the root may head, single-root); the log-space path then
+   pivots symmetrically to a node with a non-zero pivot (the linear path
+   simply flags the sentence).
+   That path is exact for any score range but about 25x slower per
+   sentence (scalar exp/log1p per update); it runs only for very peaked
+   scores (measured on random N(0, s^2) scores, n = 40: no sentence at
+   s <= 100, a third of them at s = 1000).
 
 Cost
 ----

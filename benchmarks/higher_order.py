@@ -178,6 +178,8 @@ def main() -> None:
     ap.add_argument("--model")
     ap.add_argument("--out")
     ap.add_argument("--limit", type=int, default=0)
+    ap.add_argument("--runs", default=str(ROOT / "runs" / "higher_order"),
+                    help="directory for models and per-run results")
     ap.add_argument("--note", default="", help="text appended to the report (e.g. the runs' commands)")
     args = ap.parse_args()
     if args.worker == "train":
@@ -186,6 +188,8 @@ def main() -> None:
         return worker_parse(args)
     if not DATA.exists():
         raise SystemExit(f"EWT not found at {DATA}")
+    global RUNS
+    RUNS = Path(args.runs)
     RUNS.mkdir(parents=True, exist_ok=True)
     py = sys.executable
     me = str(Path(__file__).resolve())

@@ -64,14 +64,12 @@ def test_linear_and_log_space_paths_agree(single_root):
 # (n, s) pairs compared with mpmath: every scale at n = 10 and 20, and the
 # hardest case at n = 40 (mpmath is slow; n = 80 is covered by the grid test
 # and by the agreement of the two float64 paths).
-MP_CASES = [(10, s) for s in SCALES] + [(20, s) for s in SCALES] + [(40, 1000)]
+MP_CASES = ([(10, s, sr) for s in SCALES for sr in (True, False)]
+            + [(20, s, sr) for s in SCALES for sr in (True, False)] + [(40, 1000, True)])
 
 
-@pytest.mark.parametrize("n,s", MP_CASES)
-@pytest.mark.parametrize("single_root", [True, False])
+@pytest.mark.parametrize("n,s,single_root", MP_CASES)
 def test_nonprojective_matches_mpmath(n, s, single_root):
-    if n == 40 and not single_root:
-        pytest.skip("one mode at n = 40 keeps the file fast")
     S = scores(n, s, seed=n * 7 + s)
     z = log_partition(S, single_root=single_root)
     mu = marginals(S, single_root=single_root)

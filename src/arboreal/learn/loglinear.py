@@ -204,17 +204,8 @@ def logz_and_marginals(scores: np.ndarray, lengths: np.ndarray, projective: bool
     """Batched log Z (B,) and arc marginals (B, N+1, N+1) of padded arc scores."""
     from arboreal.inference import partition
 
-    both = getattr(partition, "log_partition_and_marginals", None)
-    if both is not None:
-        logz, mu = both(scores, projective=projective, single_root=single_root,
-                        lengths=lengths)
-    elif hasattr(partition, "_run"):  # one pass gives both (no public name for it yet)
-        logz, mu, _ = partition._run(scores, projective, single_root, False, lengths, True)
-    else:
-        logz = partition.log_partition(scores, projective=projective,
-                                       single_root=single_root, lengths=lengths)
-        mu = partition.marginals(scores, projective=projective, single_root=single_root,
-                                 lengths=lengths)
+    logz, mu = partition.log_partition_and_marginals(scores, projective=projective,
+                                                     single_root=single_root, lengths=lengths)
     return np.asarray(logz, dtype=np.float64), np.asarray(mu, dtype=np.float64)
 
 

@@ -317,8 +317,21 @@ def load_arboreal():
     return ns
 
 
+def combined_call(inf):
+    """arboreal's one-pass ``log_partition_and_marginals`` if it has one (public or in
+    ``arboreal.inference.partition``), else None (then both calls are timed)."""
+    fn = getattr(inf, "log_partition_and_marginals", None)
+    if fn is None:
+        try:
+            from arboreal.inference import partition
+            fn = getattr(partition, "log_partition_and_marginals", None)
+        except ImportError:
+            fn = None
+    return fn
+
+
 def ours_logz_marg(inf, S, lengths, projective: bool, single_root: bool):
-    combined = getattr(inf, "log_partition_and_marginals", None)
+    combined = combined_call(inf)
     if combined is not None:
         return combined(S, projective=projective, single_root=single_root, lengths=lengths)
     return (inf.log_partition(S, projective=projective, single_root=single_root, lengths=lengths),
@@ -773,6 +786,8 @@ def report_body(args, res: Results) -> str:
            "somewhat noisy (shared caches, frequency); the ratios (same run, same inputs) are the "
            "robust figure.**" if shared else "The machine was otherwise idle."),
         "",
+        (f"arboreal's log Z + marginals call: `{m['arboreal_logz_marg_call']}`. "
+         if "arboreal_logz_marg_call" in m else "") +
         "Conventions: arboreal gets `lengths=`; the peers get no lengths (all sentences are full "
         "length, which is their cheapest path). Peer inputs are converted before timing. torch-struct "
         "`NonProjectiveDependencyCRF` = `.partition` + `.marginals` (it computes both directly, "
@@ -843,6 +858,10 @@ def main(argv: list[str] | None = None) -> int:
     inf = None if args.peers_only else load_arboreal()
     peers = None if args.no_peers else Peers()
     res.meta["versions"] = versions(peers is not None)
+    if inf is not None:
+        fn = combined_call(inf)
+        res.meta["arboreal_logz_marg_call"] = (f"{fn.__module__}.{fn.__name__}" if fn is not None
+                                               else "log_partition + marginals (two calls)")
     print("versions:", res.meta["versions"], "| load:", res.meta["load_before"], flush=True)
 
     run_sizes(args, res, inf, peers)

@@ -97,6 +97,8 @@ def run(args) -> int:
         options["C"] = args.C
     if args.iterations is not None:
         args.epochs = args.iterations
+    if args.learner in ("loglinear", "eg") and not args.quiet:
+        options.setdefault("verbose", True)  # objective (EG: dual, primal, gap) per pass
     common = dict(learner=args.learner, decoder=args.decoder, single_root=not args.multi_root,
                   epochs=args.epochs, seed=args.seed, features=args.features,
                   feature_cutoff=args.feature_cutoff, hash_bits=args.hash_bits)

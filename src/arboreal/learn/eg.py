@@ -32,7 +32,9 @@ Implementation notes:
   of the accepted iterates never decreases. Q is also checked at a few checkpoints
   inside a pass (it is cheap: the gold-arc mass is tracked incrementally and
   ||w||^2 is one dot product); a pass whose Q is already below its starting value is
-  stopped there, so a too-large eta wastes only part of a pass. ``history`` holds
+  stopped there, so a too-large eta wastes only part of a pass. After an accepted
+  pass eta grows by ``growth`` (default 1.5; 1 reproduces Figure 2's halving-only
+  rule), so eta tracks the largest rate that still raises the dual. ``history`` holds
   one record per attempt (accepted or not); ``epochs`` counts accepted passes.
 * The primal weights are ``w`` at every moment (``on_epoch`` receives them after
   each pass). With ``primal=True`` the primal objective is evaluated after each
@@ -102,6 +104,11 @@ class ExponentiatedGradient:
         primal: also evaluate the primal objective after each pass (costs one
             scoring + decoding pass).
         shuffle: visit sentences in a fresh random order each pass.
+        growth: eta is multiplied by this after every accepted pass (1 = the paper's
+            rule, halving only). Halving alone never corrects a too-small eta, and from
+            the beta = 9 initialisation the dual parameters of non-gold arcs must move by
+            several units, so a small eta makes the first passes nearly idle; growth
+            1.5 with halving keeps eta near the largest rate that still raises the dual.
         checkpoints: the dual is also checked this many times during a pass; a pass
             whose dual has already fallen below its starting value is stopped there
             (and undone), so a too-large eta costs a fraction of a pass.
@@ -116,12 +123,15 @@ class ExponentiatedGradient:
 
     def __init__(self, C: float = 1.0, eta: float | None = None, beta: float = 9.0,
                  primal: bool = True, shuffle: bool = True, checkpoints: int = 10,
-                 verbose: bool = False):
+                 growth: float = 1.5, verbose: bool = False):
         if C <= 0:
             raise ValueError("C must be positive")
         self.C = float(C)
         self.eta = None if eta is None else float(eta)
         self.checkpoints = max(1, int(checkpoints))
+        if growth < 1.0:
+            raise ValueError("growth must be >= 1")
+        self.growth = float(growth)
         if self.eta is not None and self.eta <= 0:
             raise ValueError("eta must be positive")
         self.beta = float(beta)
@@ -241,6 +251,7 @@ class ExponentiatedGradient:
                 rec = {"epoch": e, "eta": eta, "accepted": bool(accepted), "primal": float("nan")}
                 if accepted:
                     q = q_new
+                    eta *= self.growth  # for the next pass (growth = 1: Figure 2's rule)
                     break
                 theta[:], mu[:], w[:], gold_mass[0] = saved
                 how = "at a checkpoint" if not finished else "after the pass"
@@ -252,7 +263,7 @@ class ExponentiatedGradient:
                 self.history.append(rec)
                 if eta < 1e-12:
                     raise RuntimeError("EG: the dual objective does not increase for any learning rate")
-            rec.update(dual=q, eta=eta, seconds=time.perf_counter() - t0,
+            rec.update(dual=q, eta=eta / self.growth, seconds=time.perf_counter() - t0,
                        cpu_seconds=time.process_time() - c0)
             if self.primal:
                 p, _ = primal_objective(sb, w, C, proj, sroot)

@@ -180,6 +180,9 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--runs", default=str(ROOT / "runs" / "higher_order"),
                     help="directory for models and per-run results")
+    ap.add_argument("--section", default="higher_order",
+                    help="docs/benchmarks.md section to replace (default higher_order)")
+    ap.add_argument("--title", default="Higher-order parsing (EWT, gold UPOS)")
     ap.add_argument("--note", default="", help="text appended to the report (e.g. the runs' commands)")
     args = ap.parse_args()
     if args.worker == "train":
@@ -228,7 +231,7 @@ def main() -> None:
                 i = argv.index("--note")
                 del argv[i:i + 2]
             cmd = "python benchmarks/higher_order.py " + " ".join(argv) + " --note ..."
-            write_section("higher_order", "Higher-order parsing (EWT, gold UPOS)", cmd, text)
+            write_section(args.section, args.title, cmd, text)
 
 
 if __name__ == "__main__":

@@ -17,17 +17,29 @@ the root is an ordinary head that can never be a modifier.  Single-root:
 for s = 0 the inner sum keeps only r = 0, so the root takes exactly one
 child m, covering 1..m leftwards (``CL[1, m]``) and m..n rightwards.
 
-The outside pass gathers, for every item, the log-sum over its uses (the
-equations above read backwards), processing spans by decreasing width; the
-marginal of arc h -> m is ``exp(I + outside(I) - log Z)`` of its incomplete
-item.  Everything is in log space with max-shifted log-sum-exp, so every
-finite score gives finite results (no cancellation: all sums are of
-positive terms), whatever the scale of the scores.
+Layout and passes
+-----------------
+As in :func:`arboreal.inference.eisner._eisner_kernel`, the chart is
+indexed [width, start * V + lane] with V (<= 8) length-sorted sentences as
+lanes, so for one width and split point the loop over (start, lane) is one
+contiguous run: every log-sum-exp over split points is two vectorised
+passes over contiguous rows (a max, then the exps of the max-shifted terms
+with a branch-free polynomial exp), and its overhead is shared by V
+sentences.  Single-root: the chart runs over the words 1..n and the root
+arc is added at the end, ``lse_m S[0, m] + CL[1, m] + CR[m, n]``.
 
-Cost: O(n^3) time (about n^3/2 terms inside and n^3 outside, one exp
-each), O(n^2) memory (items are mirrored into the unused lower triangle so
-that every sum over split points reads contiguous memory); one numba kernel over the batch, float64 throughout,
-work arrays allocated once per batch.
+The outside pass is the reverse mode of the inside pass in probability
+space: the adjoint of an item is d log Z / d item, the expected number of
+uses of the item, in [0, 1], so it is stored linearly without overflow;
+item X = lse_k (A_k + C_k) passes ``adj(X) * exp(A_k + C_k - X)`` (<= 1,
+reusing the stored inside values) to A_k and C_k, by decreasing width.  The
+marginal of arc h -> m is the adjoint of its incomplete item.  Inside is in
+log space with max-shifted sums of positive terms (no cancellation), so any
+finite scores give finite results whatever their scale.
+
+Cost: O(n^3) time (about n^3/2 terms inside and n^3/2 outside, one exp
+each), O(V n^2) memory; one numba kernel over the batch, float64
+throughout, work arrays allocated once per batch.
 """
 from __future__ import annotations
 
@@ -39,24 +51,6 @@ from numba import njit
 from arboreal.inference.matrix_tree import _exp_row
 
 _NEG = -np.inf
-
-
-@njit(cache=True, fastmath={"reassoc", "contract"})
-def _lse(buf, cnt, ebuf, bits):
-    """log-sum-exp of buf[:cnt], max-shifted; the exps are vectorised and
-    the sum (of positive terms) may be reassociated."""
-    m = _NEG
-    for i in range(cnt):
-        m = max(m, buf[i])
-    if m == _NEG:
-        return _NEG
-    for i in range(cnt):
-        buf[i] -= m
-    _exp_row(buf, ebuf, bits, cnt)
-    s = 0.0
-    for i in range(cnt):
-        s += ebuf[i]
-    return m + math.log(s)
 
 
 @njit(cache=True)
@@ -71,147 +65,53 @@ def _bad_scores(S, n):
 
 
 @njit(cache=True)
-def _io_one(S, St, n, single_root, want, IR, IL, CR, CL, bIR, bIL, bCR, bCL, buf, ebuf,
-            bits, out):
-    """Inside (and outside when ``want``) for one sentence of n >= 1 words;
-    writes marginals into ``out`` (n+1, n+1).  Returns log Z.
+def _lse_rows(A, C, cw, coff, k0, k1, V, cnt, mx, acc, tmp, ebuf, bits, out):
+    """out[i] = log sum_{k0 <= k < k1} exp(A[k, i] + C[cw - k, (k + coff) * V + i])
+    for i < cnt.  Max-shifted, as two vectorised passes over contiguous rows
+    (one for the max, one for the exps); the sum is of positive terms."""
+    for i in range(cnt):
+        mx[i] = _NEG
+    for k in range(k0, k1):
+        a = A[k]
+        c = C[cw - k, (k + coff) * V:]
+        for i in range(cnt):
+            mx[i] = max(mx[i], a[i] + c[i])
+    for i in range(cnt):
+        acc[i] = 0.0
+        if mx[i] == _NEG:
+            mx[i] = 0.0  # every term is -inf: the sum is 0 and out -inf
+    for k in range(k0, k1):
+        a = A[k]
+        c = C[cw - k, (k + coff) * V:]
+        for i in range(cnt):
+            tmp[i] = (a[i] + c[i]) - mx[i]
+        _exp_row(tmp, ebuf, bits, cnt)
+        for i in range(cnt):
+            acc[i] += ebuf[i]
+    for i in range(cnt):
+        out[i] = mx[i] + math.log(acc[i]) if acc[i] > 0.0 else _NEG
 
-    Every chart item X[s, t] (s < t) is also stored mirrored at X[t, s], so
-    that the sums over split points, which walk down a column of the
-    chart, read a contiguous row instead.  ``St`` is ``S`` transposed.
-    """
-    for s in range(n + 1):
-        for t in range(n + 1):
-            IR[s, t] = _NEG
-            IL[s, t] = _NEG
-            CR[s, t] = _NEG
-            CL[s, t] = _NEG
-        CR[s, s] = 0.0
-        CL[s, s] = 0.0
-    for w in range(1, n + 1):
-        for s in range(0, n - w + 1):
-            t = s + w
-            CLt = CL[t]
-            if s == 0 and single_root:
-                inner = CLt[1]
-            else:
-                CRs = CR[s]
-                for r in range(s, t):
-                    buf[r - s] = CRs[r] + CLt[r + 1]
-                inner = _lse(buf, t - s, ebuf, bits)
-            v = inner + S[s, t]
-            IR[s, t] = v
-            IR[t, s] = v
-            if s > 0:
-                v = inner + S[t, s]
-                IL[s, t] = v
-                IL[t, s] = v
-            CLs = CL[s]
-            ILt = IL[t]
-            for r in range(s, t):
-                buf[r - s] = CLs[r] + ILt[r]
-            v = _lse(buf, t - s, ebuf, bits)
-            CL[s, t] = v
-            CL[t, s] = v
-            IRs = IR[s]
-            CRt = CR[t]
-            for r in range(s + 1, t + 1):
-                buf[r - s - 1] = IRs[r] + CRt[r]
-            v = _lse(buf, t - s, ebuf, bits)
-            CR[s, t] = v
-            CR[t, s] = v
-    logz = CR[0, n]
-    if not want or logz == _NEG:
-        return logz
 
-    for s in range(n + 1):
-        for t in range(n + 1):
-            bIR[s, t] = _NEG
-            bIL[s, t] = _NEG
-            bCR[s, t] = _NEG
-            bCL[s, t] = _NEG
-    bCR[0, n] = 0.0
-    bCR[n, 0] = 0.0
-    for w in range(n, 0, -1):
-        for s in range(0, n - w + 1):
-            t = s + w
-            # outside of CR[s, t]
-            if not (s == 0 and t == n):
-                cnt = 0
-                bCRt = bCR[t]
-                IRs = IR[s]
-                for s2 in range(0, s):  # CR[s2, t] = IR[s2, s] + CR[s, t]
-                    buf[cnt] = bCRt[s2] + IRs[s2]
-                    cnt += 1
-                if s > 0 or not single_root:  # left part of inner(s, t2), r = t
-                    bIRs = bIR[s]
-                    Ss = S[s]
-                    CLn = CL[t + 1] if t < n else CL[t]
-                    for t2 in range(t + 1, n + 1):
-                        buf[cnt] = bIRs[t2] + Ss[t2] + CLn[t2]
-                        cnt += 1
-                    if s > 0:
-                        bILs = bIL[s]
-                        Sts = St[s]
-                        for t2 in range(t + 1, n + 1):
-                            buf[cnt] = bILs[t2] + Sts[t2] + CLn[t2]
-                            cnt += 1
-                v = _lse(buf, cnt, ebuf, bits)
-                bCR[s, t] = v
-                bCR[t, s] = v
-            # outside of CL[s, t]
-            cnt = 0
-            bCLs = bCL[s]
-            ILt = IL[t]
-            for t2 in range(t + 1, n + 1):  # CL[s, t2] = CL[s, t] + IL[t, t2]
-                buf[cnt] = bCLs[t2] + ILt[t2]
-                cnt += 1
-            # right part of inner(s2, t), split r = s - 1
-            s_lo = 0
-            if single_root and s != 1:
-                s_lo = 1  # the root's inner sum only splits at r = 0
-            if s > 0:
-                bIRt = bIR[t]
-                Stt = St[t]
-                CRp = CR[s - 1]
-                for s2 in range(s_lo, s):
-                    buf[cnt] = bIRt[s2] + Stt[s2] + CRp[s2]
-                    cnt += 1
-                bILt = bIL[t]
-                St_ = S[t]
-                for s2 in range(max(s_lo, 1), s):
-                    buf[cnt] = bILt[s2] + St_[s2] + CRp[s2]
-                    cnt += 1
-            v = _lse(buf, cnt, ebuf, bits)
-            bCL[s, t] = v
-            bCL[t, s] = v
-            # outside of IR[s, t]: CR[s, t2] = IR[s, t] + CR[t, t2]
-            cnt = 0
-            bCRs = bCR[s]
-            CRt = CR[t]
-            for t2 in range(t, n + 1):
-                buf[cnt] = bCRs[t2] + CRt[t2]
-                cnt += 1
-            v = _lse(buf, cnt, ebuf, bits)
-            bIR[s, t] = v
-            bIR[t, s] = v
-            # outside of IL[s, t]: CL[s2, t] = CL[s2, s] + IL[s, t]
-            if s > 0:
-                cnt = 0
-                bCLt = bCL[t]
-                CLs = CL[s]
-                for s2 in range(0, s + 1):
-                    buf[cnt] = bCLt[s2] + CLs[s2]
-                    cnt += 1
-                v = _lse(buf, cnt, ebuf, bits)
-                bIL[s, t] = v
-                bIL[t, s] = v
-    for s in range(n + 1):
-        for t in range(s + 1, n + 1):
-            out[s, t] = min(math.exp(IR[s, t] + bIR[s, t] - logz), 1.0)
-            if s > 0:
-                out[t, s] = min(math.exp(IL[s, t] + bIL[s, t] - logz), 1.0)
-    return logz
+@njit(cache=True)
+def _adj_rows(A, C, GA, GC, X, G, cw, coff, k0, k1, V, cnt, xs, tmp, ebuf, bits):
+    """Reverse mode of ``_lse_rows`` in probability space: with p_k(i) =
+    G[i] * exp(A[k, i] + C[.] - X[i]) (the share of term k in X[i], times
+    X's adjoint), add p_k to the adjoints GA[k, i] and GC[cw - k, ...]."""
+    for i in range(cnt):
+        xs[i] = X[i] if X[i] != _NEG else 0.0
+    for k in range(k0, k1):
+        a = A[k]
+        j0 = (k + coff) * V
+        c = C[cw - k, j0:]
+        ga = GA[k]
+        gc = GC[cw - k, j0:]
+        for i in range(cnt):
+            tmp[i] = (a[i] + c[i]) - xs[i]
+        _exp_row(tmp, ebuf, bits, cnt)
+        for i in range(cnt):
+            p = G[i] * ebuf[i]
+            ga[i] += p
+            gc[i] += p
 
 
 @njit(cache=True)
@@ -221,40 +121,157 @@ def _io_batch(scores, lengths, single_root, want, logz, out, bad):
     scores (B, N+1, N+1) float32/float64, lengths (B,), logz (B,) float64,
     out (B, N+1, N+1) zero-initialised by the caller, bad (B,) set for
     sentences with NaN / +inf scores.
+
+    Layout (as in :func:`arboreal.inference.eisner._eisner_kernel`): chart
+    nodes x = 0..P-1 stand for positions lo + x (lo = 1 for single root:
+    the root arc is added at the end; lo = 0 otherwise); V sentences
+    (sorted by length) run as lanes, item [width w, start x, lane l] at
+    [w, x * V + l], so each split point of a width is one contiguous run of
+    (P - w) * V numbers.  Lanes shorter than the chunk compute junk past
+    their length that is never read (and gets zero adjoint).
     """
     B = scores.shape[0]
     N1 = scores.shape[1]
-    S = np.empty((N1, N1))
-    St = np.empty((N1, N1))
-    IR = np.empty((N1, N1))
-    IL = np.empty((N1, N1))
-    CR = np.empty((N1, N1))
-    CL = np.empty((N1, N1))
-    bIR = np.empty((N1, N1))
-    bIL = np.empty((N1, N1))
-    bCR = np.empty((N1, N1))
-    bCL = np.empty((N1, N1))
-    buf = np.empty(2 * N1 + 2)
-    ebuf = np.empty(2 * N1 + 2)
-    bits = np.empty(2 * N1 + 2, dtype=np.int64)
-    ob = np.zeros((N1, N1))
-    for b in range(B):
-        n = lengths[b]
-        if n == 0:
-            logz[b] = 0.0
-            continue
-        for h in range(n + 1):
-            for m in range(n + 1):
-                S[h, m] = scores[b, h, m]
-                St[m, h] = S[h, m]
-        if _bad_scores(S, n):
-            bad[b] = True
-            logz[b] = np.nan
-            continue
-        logz[b] = _io_one(S, St, n, single_root, want, IR, IL, CR, CL, bIR, bIL, bCR, bCL,
-                          buf, ebuf, bits, ob)
+    V = 8
+    while V > 1 and N1 * N1 * V * 8 > (1 << 24):
+        V //= 2   # keep each work array <= 16 MiB
+    W = N1 * V
+    CR = np.empty((N1, W))
+    CL = np.empty((N1, W))
+    IR = np.empty((N1, W))
+    IL = np.empty((N1, W))
+    IS = np.empty((N1, W))
+    SR = np.zeros((N1, W))  # SR[w, x*V+l]: score of arc x -> x+w in lane l
+    SL = np.zeros((N1, W))  # SL[w, x*V+l]: score of arc x+w -> x
+    nG = N1 if want else 1
+    gCR = np.empty((nG, W))
+    gCL = np.empty((nG, W))
+    gIR = np.empty((nG, W))
+    gIL = np.empty((nG, W))
+    gIS = np.empty((nG, W))
+    mx = np.empty(W)
+    acc = np.empty(W)
+    tmp = np.empty(W)
+    ebuf = np.empty(W)
+    bits = np.empty(W, dtype=np.int64)
+    root = np.empty(N1)
+    order = np.argsort(-lengths, kind="mergesort")
+    lo = 1 if single_root else 0
+    for c0 in range(0, B, V):
+        nl = min(V, B - c0)
+        P = 1
+        for l in range(nl):
+            b = order[c0 + l]
+            if _bad_scores(scores[b], lengths[b]):
+                bad[b] = True
+            elif lengths[b] + 1 - lo > P:
+                P = lengths[b] + 1 - lo
+        for l in range(V):
+            b = 0
+            Pl = 0
+            if l < nl:
+                b = order[c0 + l]
+                if not bad[b]:
+                    Pl = lengths[b] + 1 - lo
+            for w in range(1, P):
+                for x in range(P - w):
+                    j = x * V + l
+                    if x + w < Pl:
+                        SR[w, j] = scores[b, lo + x, lo + x + w]
+                        SL[w, j] = scores[b, lo + x + w, lo + x]
+                    else:
+                        SR[w, j] = 0.0
+                        SL[w, j] = 0.0
+            if lo == 0:
+                for w in range(1, P):
+                    SL[w, l] = _NEG  # the root never takes a head
+        for j in range(P * V):
+            CR[0, j] = 0.0
+            CL[0, j] = 0.0
+        # ---- inside -------------------------------------------------------
+        for w in range(1, P):
+            cnt = (P - w) * V
+            isw = IS[w]
+            _lse_rows(CR, CL, w - 1, 1, 0, w, V, cnt, mx, acc, tmp, ebuf, bits, isw)
+            sr = SR[w]
+            sl = SL[w]
+            irw = IR[w]
+            ilw = IL[w]
+            for i in range(cnt):
+                irw[i] = isw[i] + sr[i]
+                ilw[i] = isw[i] + sl[i]
+            _lse_rows(CL, IL, w, 0, 0, w, V, cnt, mx, acc, tmp, ebuf, bits, CL[w])
+            _lse_rows(IR, CR, w, 0, 1, w + 1, V, cnt, mx, acc, tmp, ebuf, bits, CR[w])
+        # ---- log Z per lane; seed the adjoints -----------------------------
         if want:
-            for h in range(n + 1):
-                for m in range(1, n + 1):
-                    out[b, h, m] = ob[h, m]
-                    ob[h, m] = 0.0
+            for w in range(P):
+                for j in range(P * V):
+                    gCR[w, j] = 0.0
+                    gCL[w, j] = 0.0
+                    gIR[w, j] = 0.0
+                    gIL[w, j] = 0.0
+        for l in range(nl):
+            b = order[c0 + l]
+            n = lengths[b]
+            if bad[b]:
+                logz[b] = np.nan
+                continue
+            if n == 0:
+                logz[b] = 0.0
+                continue
+            Pl = n + 1 - lo
+            if single_root:
+                # root -> word x+1 covering 0..x leftwards, x..Pl-1 rightwards
+                m = _NEG
+                for x in range(Pl):
+                    v = scores[b, 0, x + 1] + CL[x, l] + CR[Pl - 1 - x, x * V + l]
+                    root[x] = v
+                    m = max(m, v)
+                if m == _NEG:
+                    z = _NEG
+                else:
+                    s = 0.0
+                    for x in range(Pl):
+                        s += math.exp(root[x] - m)
+                    z = m + math.log(s)
+            else:
+                z = CR[Pl - 1, l]
+            logz[b] = z
+            if not want or z == _NEG:
+                continue
+            if single_root:
+                for x in range(Pl):
+                    p = min(math.exp(root[x] - z), 1.0)
+                    out[b, 0, x + 1] = p
+                    gCL[x, l] += p
+                    gCR[Pl - 1 - x, x * V + l] += p
+            else:
+                gCR[Pl - 1, l] = 1.0
+        if not want:
+            continue
+        # ---- outside: reverse mode, adjoints in probability space ---------
+        for w in range(P - 1, 0, -1):
+            cnt = (P - w) * V
+            _adj_rows(IR, CR, gIR, gCR, CR[w], gCR[w], w, 0, 1, w + 1, V, cnt,
+                      mx, tmp, ebuf, bits)
+            _adj_rows(CL, IL, gCL, gIL, CL[w], gCL[w], w, 0, 0, w, V, cnt,
+                      mx, tmp, ebuf, bits)
+            gis = gIS[w]
+            gir = gIR[w]
+            gil = gIL[w]
+            for i in range(cnt):
+                gis[i] = gir[i] + gil[i]
+            _adj_rows(CR, CL, gCR, gCL, IS[w], gis, w - 1, 1, 0, w, V, cnt,
+                      mx, tmp, ebuf, bits)
+        for l in range(nl):
+            b = order[c0 + l]
+            n = lengths[b]
+            if bad[b] or n == 0 or logz[b] == _NEG:
+                continue
+            Pl = n + 1 - lo
+            for w in range(1, Pl):
+                for x in range(Pl - w):
+                    j = x * V + l
+                    out[b, lo + x, lo + x + w] = min(gIR[w, j], 1.0)
+                    if lo + x > 0:
+                        out[b, lo + x + w, lo + x] = min(gIL[w, j], 1.0)

@@ -13,13 +13,14 @@ Conventions (stated once, used by every routine here):
 from arboreal.inference.eisner import eisner, eisner_kbest
 from arboreal.inference.mbr import mbr_decode
 from arboreal.inference.mst import chu_liu_edmonds
-from arboreal.inference.partition import log_partition, marginals
+from arboreal.inference.partition import log_partition, log_partition_and_marginals, marginals
 
 __all__ = [
     "chu_liu_edmonds",
     "eisner",
     "eisner_kbest",
     "log_partition",
+    "log_partition_and_marginals",
     "marginals",
     "mbr_decode",
 ]

@@ -299,7 +299,9 @@ def _lanes(scores, lengths, idx, nn, single_root, want, W, A0, G, cs, shift, bet
             for l in range(Lu):
                 d[l] += W[i, kb + l]
         for l in range(L):
-            if not (d[l] >= _TINY):
+            # an entry that overflowed reaches its column's pivot: reject inf/NaN
+            # here too, or a log-Z-only call (no backward check) returns +inf
+            if not (_TINY <= d[l] <= _HUGE):
                 ok[l] = False
                 d[l] = 1.0
             inv[l] = 1.0 / d[l]
@@ -328,7 +330,7 @@ def _lanes(scores, lengths, idx, nn, single_root, want, W, A0, G, cs, shift, bet
     lb = np.uint64(n - 1) * Lu
     for l in range(L):
         last = W[n, lb + l]
-        if not (last >= _TINY):
+        if not (_TINY <= last <= _HUGE):
             ok[l] = False
             last = 1.0
         logz[l] += math.log(last)

@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
             ["--configs"] + args.configs + ["--epochs", str(args.epochs)])
         if args.results_dir is not None:
             cmd = (f"{cmd} --results-dir DIR (each configuration first run as its own "
-                   "process, all at the same time, then gathered with --collect)")
+                   "process, several at a time, then gathered with --collect)")
         write_section("first_order", "First-order parser on English-EWT", cmd, body)
         print(body)
     return 0

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from arboreal.features.hashing import arc_ids, arc_scores_kernel, compile_templates, group_hashes
+from arboreal.features.hashing import (accumulate_dense_kernel, arc_ids, arc_scores_kernel,
+                                       compile_templates, group_hashes)
 
 ATTRS = ("word", "p5", "pos", "xpos", "lemma", "feats", "suf3", "long")
 ATTR_INDEX = {a: i for i, a in enumerate(ATTRS)}
@@ -271,6 +272,21 @@ class FeatureSet:
         """
         _accumulate(enc.codes, self.table, np.ascontiguousarray(coef, dtype=np.float64), out,
                     float(scale), LONG, self.bits, self._mask_arg())
+
+    def accumulate_dense(self, enc: EncodedSentence, coef: np.ndarray, out: np.ndarray,
+                         scale: float = 1.0) -> None:
+        """:meth:`accumulate` for dense coefficients (e.g. arc marginals), faster.
+
+        Runs the adjoint of the scoring kernel (between-word templates summed by class),
+        O(n^2 T + n^2 T_between * #distinct classes between) instead of O(n^3 T_between).
+        Column 0 and the diagonal of coef are ignored. ``out`` other than float64 falls
+        back to :meth:`accumulate`.
+        """
+        if out.dtype != np.float64:
+            self.accumulate(enc, coef, out, scale)
+            return
+        accumulate_dense_kernel(enc.codes, self.table, np.ascontiguousarray(coef, dtype=np.float64),
+                                out, float(scale), LONG, self.bits, self._mask_arg())
 
     def accumulate_tree(self, enc: EncodedSentence, heads: np.ndarray, out: np.ndarray,
                         scale: float = 1.0) -> None:

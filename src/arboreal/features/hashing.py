@@ -179,19 +179,17 @@ def arc_ids(codes, tmpl, G, h, m, heads, long_attr, bits, buf):
     return k
 
 
-@njit(cache=True)
-def arc_scores_kernel(codes, tmpl, w, long_attr, bits):
-    """(n+1, n+1) arc scores for templates without grandparent/child/sibling anchors.
+@njit(cache=True, inline="always")
+def _sweep_setup(codes, tmpl, G, long_attr):
+    """Template lists and between-word classes shared by the sweep kernels.
 
-    Iterating (between) templates are summed by class: for a fixed head the modifier
-    sweeps outwards while counts of the distinct between-word hashes are kept, so an
-    arc costs O(#distinct classes between) instead of O(distance).
+    Returns ``(plain_t, cond_t, loop_t, cls, rep)``: the non-iterating templates and
+    their long-word condition (0 = always fires), the iterating (between) templates,
+    and for each of those the class id ``cls[li, p + 1]`` of the between-word hash at
+    position p and one representative hash ``rep[li, c]`` per class. O(T n log n).
     """
     n = codes.shape[1] - 3
     T = tmpl.shape[0]
-    G = group_hashes(codes, tmpl, np.zeros(0, dtype=np.int64))
-    shift = np.uint64(64 - bits)
-    out = np.zeros((n + 1, n + 1))
     nloop = 0
     for t in range(T):
         if tmpl[t, 2] >= 0:
@@ -222,6 +220,44 @@ def arc_scores_kernel(codes, tmpl, w, long_attr, bits):
                 prev = v
             cls[li, order[j]] = c
         li += 1
+    return plain_t, cond_t, loop_t, cls, rep
+
+
+@njit(cache=True, inline="always")
+def _sweep_reset(cnt, active, nact):
+    """Empty the between-word class counts (start of a head's sweep in one direction)."""
+    for li in range(nact.shape[0]):
+        for j in range(nact[li]):
+            cnt[li, active[li, j]] = 0
+        nact[li] = 0
+
+
+@njit(cache=True, inline="always")
+def _sweep_push(cls, cnt, active, nact, m):
+    """Word m now lies between the head and the next modifier: count its classes."""
+    for li in range(nact.shape[0]):
+        c = cls[li, m + 1]
+        if cnt[li, c] == 0:
+            active[li, nact[li]] = c
+            nact[li] += 1
+        cnt[li, c] += 1
+
+
+@njit(cache=True)
+def arc_scores_kernel(codes, tmpl, w, long_attr, bits):
+    """(n+1, n+1) arc scores for templates without grandparent/child/sibling anchors.
+
+    Iterating (between) templates are summed by class: for a fixed head the modifier
+    sweeps outwards while counts of the distinct between-word hashes are kept, so an
+    arc costs O(#distinct classes between) instead of O(distance).
+    """
+    n = codes.shape[1] - 3
+    T = tmpl.shape[0]
+    G = group_hashes(codes, tmpl, np.zeros(0, dtype=np.int64))
+    shift = np.uint64(64 - bits)
+    out = np.zeros((n + 1, n + 1))
+    plain_t, cond_t, loop_t, cls, rep = _sweep_setup(codes, tmpl, G, long_attr)
+    nloop = loop_t.shape[0]
     cnt = np.zeros((nloop, n + 2), dtype=np.int64)
     active = np.empty((nloop, n + 2), dtype=np.int64)
     nact = np.zeros(nloop, dtype=np.int64)
@@ -233,10 +269,7 @@ def arc_scores_kernel(codes, tmpl, w, long_attr, bits):
         for direction in range(2):
             step = 1 if direction == 0 else -1
             m = h + step
-            for li in range(nloop):
-                for j in range(nact[li]):
-                    cnt[li, active[li, j]] = 0
-                nact[li] = 0
+            _sweep_reset(cnt, active, nact)
             while 1 <= m <= n:
                 dd = _dd(h, m)
                 mlong = long_attr >= 0 and codes[long_attr, m + 1] != 0
@@ -257,15 +290,78 @@ def arc_scores_kernel(codes, tmpl, w, long_attr, bits):
                         base = _block(hv0 ^ rep[li, c], shift)
                         s += cnt[li, c] * (w[base] + w[base + dd])
                 out[h, m] = s
-                # word m now lies between h and the next modifier
-                for li in range(nloop):
-                    c = cls[li, m + 1]
-                    if cnt[li, c] == 0:
-                        active[li, nact[li]] = c
-                        nact[li] += 1
-                    cnt[li, c] += 1
+                _sweep_push(cls, cnt, active, nact, m)
                 m += step
     return out
+
+
+@njit(cache=True)
+def accumulate_dense_kernel(codes, tmpl, coef, out, scale, long_attr, bits, allowed):
+    """``out += scale * sum_{h,m} coef[h, m] f(h, m)`` for a dense coef (n+1, n+1).
+
+    The exact adjoint of :func:`arc_scores_kernel` (same hashing, same template
+    conditions, same class-count sweep over in-between words), so an arc costs
+    O(T + T_between * #distinct classes between) instead of
+    O(T + T_between * distance) as with :func:`arc_ids`. Column 0 and the diagonal
+    of coef are ignored. Buckets masked by the cut-off (``allowed`` non-empty and
+    False there) are skipped.
+    """
+    n = codes.shape[1] - 3
+    T = tmpl.shape[0]
+    G = group_hashes(codes, tmpl, np.zeros(0, dtype=np.int64))
+    shift = np.uint64(64 - bits)
+    use_mask = allowed.shape[0] > 0
+    plain_t, cond_t, loop_t, cls, rep = _sweep_setup(codes, tmpl, G, long_attr)
+    nloop = loop_t.shape[0]
+    cnt = np.zeros((nloop, n + 2), dtype=np.int64)
+    active = np.empty((nloop, n + 2), dtype=np.int64)
+    nact = np.zeros(nloop, dtype=np.int64)
+    hx = np.empty(T, dtype=np.uint64)
+    for h in range(n + 1):
+        for t in range(T):
+            hx[t] = G[0, h + 1, t] ^ G[3, 0, t] ^ G[2, 0, t]
+        hlong = long_attr >= 0 and codes[long_attr, h + 1] != 0
+        for direction in range(2):
+            step = 1 if direction == 0 else -1
+            m = h + step
+            _sweep_reset(cnt, active, nact)
+            while 1 <= m <= n:
+                v = scale * coef[h, m]
+                if v != 0.0:
+                    dd = _dd(h, m)
+                    mlong = long_attr >= 0 and codes[long_attr, m + 1] != 0
+                    for i in range(plain_t.shape[0]):
+                        cond = cond_t[i]
+                        if cond != 0:
+                            if not (((cond & 1) and hlong) or ((cond & 2) and mlong)):
+                                continue
+                        t = plain_t[i]
+                        base = _block(hx[t] ^ G[1, m + 1, t], shift)
+                        if use_mask:
+                            if allowed[base]:
+                                out[base] += v
+                            if allowed[base + dd]:
+                                out[base + dd] += v
+                        else:
+                            out[base] += v
+                            out[base + dd] += v
+                    for li in range(nloop):
+                        t = loop_t[li]
+                        hv0 = G[0, h + 1, t] ^ G[1, m + 1, t] ^ G[3, 0, t]
+                        for j in range(nact[li]):
+                            c = active[li, j]
+                            base = _block(hv0 ^ rep[li, c], shift)
+                            x = v * cnt[li, c]
+                            if use_mask:
+                                if allowed[base]:
+                                    out[base] += x
+                                if allowed[base + dd]:
+                                    out[base + dd] += x
+                            else:
+                                out[base] += x
+                                out[base + dd] += x
+                _sweep_push(cls, cnt, active, nact, m)
+                m += step
 
 
 def reference_arc_ids(codes: np.ndarray, tmpl: np.ndarray, h: int, m: int,

@@ -18,7 +18,7 @@ Matrix-Tree Theorem for non-projective ones; single- or multi-root as the data s
 Speed: sentences are grouped into length buckets once; per objective evaluation
 each bucket's arc scores are padded into one (B, N+1, N+1) array and log Z and the
 marginals are computed by one batched call; expected counts are then scattered with
-``FeatureSet.accumulate``. Observed counts are computed once. The optimisation runs
+``FeatureSet.accumulate_dense``. Observed counts are computed once. The optimisation runs
 over the *active* coordinates only (the hash buckets that some arc of the training
 data fires): the other coordinates have zero data gradient, so their optimum is 0
 exactly and leaving them out changes nothing but memory.
@@ -37,9 +37,6 @@ import time
 from typing import Callable, Sequence
 
 import numpy as np
-from numba import njit
-
-from arboreal.features.hashing import _block, _dd, group_hashes
 from arboreal.learn import ArcFactoredData
 
 __all__ = ["LogLinear", "loglinear_objective", "length_buckets", "ScoredBuckets"]
@@ -75,126 +72,16 @@ def length_buckets(lengths: np.ndarray, growth: float = 1.15,
     return buckets
 
 
-@njit(cache=True)
-def _accumulate_dense(codes, tmpl, coef, out, scale, long_attr, bits, allowed):
-    """``out += scale * sum_{h,m} coef[h, m] f(h, m)`` for a dense coef (n+1, n+1).
-
-    The exact adjoint of :func:`arboreal.features.hashing.arc_scores_kernel` (same
-    hashing, same template conditions): in-between templates are handled by the
-    same class-count sweep, so an arc costs O(T + T_between * #distinct classes
-    between) instead of O(T + T_between * distance) as in ``FeatureSet.accumulate``.
-    Buckets masked by the cut-off (``allowed`` non-empty and False) are skipped.
-    """
-    n = codes.shape[1] - 3
-    T = tmpl.shape[0]
-    G = group_hashes(codes, tmpl, np.zeros(0, dtype=np.int64))
-    shift = np.uint64(64 - bits)
-    use_mask = allowed.shape[0] > 0
-    nloop = 0
-    for t in range(T):
-        if tmpl[t, 2] >= 0:
-            nloop += 1
-    plain_t = np.empty(T - nloop, dtype=np.int64)
-    cond_t = np.empty(T - nloop, dtype=np.int64)
-    loop_t = np.empty(nloop, dtype=np.int64)
-    cls = np.empty((nloop, n + 2), dtype=np.int64)
-    rep = np.empty((nloop, n + 2), dtype=np.uint64)
-    li = 0
-    pi = 0
-    for t in range(T):
-        if tmpl[t, 2] < 0:
-            plain_t[pi] = t
-            cond_t[pi] = tmpl[t, 1] if long_attr >= 0 else 0
-            pi += 1
-            continue
-        loop_t[li] = t
-        col = G[2, :, t].copy()
-        order = np.argsort(col)
-        c = -1
-        prev = np.uint64(0)
-        for j in range(n + 2):
-            v = col[order[j]]
-            if j == 0 or v != prev:
-                c += 1
-                rep[li, c] = v
-                prev = v
-            cls[li, order[j]] = c
-        li += 1
-    cnt = np.zeros((nloop, n + 2), dtype=np.int64)
-    active = np.empty((nloop, n + 2), dtype=np.int64)
-    nact = np.zeros(nloop, dtype=np.int64)
-    hx = np.empty(T, dtype=np.uint64)
-    for h in range(n + 1):
-        for t in range(T):
-            hx[t] = G[0, h + 1, t] ^ G[3, 0, t] ^ G[2, 0, t]
-        hlong = long_attr >= 0 and codes[long_attr, h + 1] != 0
-        for direction in range(2):
-            step = 1 if direction == 0 else -1
-            m = h + step
-            for li in range(nloop):
-                for j in range(nact[li]):
-                    cnt[li, active[li, j]] = 0
-                nact[li] = 0
-            while 1 <= m <= n:
-                v = scale * coef[h, m]
-                if v != 0.0:
-                    dd = _dd(h, m)
-                    mlong = long_attr >= 0 and codes[long_attr, m + 1] != 0
-                    for i in range(plain_t.shape[0]):
-                        cond = cond_t[i]
-                        if cond != 0:
-                            if not (((cond & 1) and hlong) or ((cond & 2) and mlong)):
-                                continue
-                        t = plain_t[i]
-                        base = _block(hx[t] ^ G[1, m + 1, t], shift)
-                        if use_mask:
-                            if allowed[base]:
-                                out[base] += v
-                            if allowed[base + dd]:
-                                out[base + dd] += v
-                        else:
-                            out[base] += v
-                            out[base + dd] += v
-                    for li in range(nloop):
-                        t = loop_t[li]
-                        hv0 = G[0, h + 1, t] ^ G[1, m + 1, t] ^ G[3, 0, t]
-                        for j in range(nact[li]):
-                            c = active[li, j]
-                            base = _block(hv0 ^ rep[li, c], shift)
-                            x = v * cnt[li, c]
-                            if use_mask:
-                                if allowed[base]:
-                                    out[base] += x
-                                if allowed[base + dd]:
-                                    out[base + dd] += x
-                            else:
-                                out[base] += x
-                                out[base + dd] += x
-                for li in range(nloop):
-                    c = cls[li, m + 1]
-                    if cnt[li, c] == 0:
-                        active[li, nact[li]] = c
-                        nact[li] += 1
-                    cnt[li, c] += 1
-                m += step
-
-
-_EMPTY_MASK = np.zeros(0, dtype=np.bool_)
-
-
 def accumulate_dense(features, enc, coef: np.ndarray, out: np.ndarray, scale: float) -> None:
     """``features.accumulate`` for dense coefficients (marginals), fast path when possible.
 
-    For arboreal's hashed first-order :class:`~arboreal.features.FeatureSet` this runs
-    :func:`_accumulate_dense` (the adjoint of its scoring kernel); any other feature
-    set uses its own ``accumulate``.
+    Feature sets that provide ``accumulate_dense`` (arboreal's hashed first-order
+    :class:`~arboreal.features.FeatureSet`: the adjoint of its scoring kernel) use it;
+    any other feature set uses its own ``accumulate``.
     """
-    from arboreal.features.first_order import LONG, FeatureSet
-
-    if type(features) is FeatureSet and out.dtype == np.float64:
-        allowed = features.allowed if features.allowed is not None else _EMPTY_MASK
-        _accumulate_dense(enc.codes, features.table, np.ascontiguousarray(coef, dtype=np.float64),
-                          out, float(scale), LONG, features.bits, allowed)
+    dense = getattr(features, "accumulate_dense", None)
+    if dense is not None:
+        dense(enc, coef, out, scale)
     else:
         features.accumulate(enc, coef, out, scale)
 

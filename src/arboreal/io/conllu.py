@@ -46,15 +46,14 @@ from __future__ import annotations
 import io
 import os
 import sys
-import tempfile
 from collections.abc import Iterable, Iterator
 from operator import attrgetter
-from pathlib import Path
 from typing import IO, Union
 
 import numpy as np
 from numba import njit
 
+from arboreal._atomic import atomic_write
 from arboreal.errors import FormatError
 from arboreal.io.sentence import ROOT_TOKEN, Sentence
 
@@ -786,7 +785,8 @@ def write_conllu(sentences: Iterable[Sentence], path_or_file: PathOrFile) -> Non
             else:
                 sys.stdout.write(text)
             return
-        _atomic_write(Path(path_or_file), text.encode("utf-8"))
+        data = text.encode("utf-8")
+        atomic_write(path_or_file, lambda f: f.write(data))
         return
     if isinstance(path_or_file, io.TextIOBase):
         path_or_file.write(text)
@@ -795,24 +795,6 @@ def write_conllu(sentences: Iterable[Sentence], path_or_file: PathOrFile) -> Non
             path_or_file.write(text.encode("utf-8"))
         except TypeError:
             path_or_file.write(text)
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    folder = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
 
 
 # ----------------------------------------------------------------------------

@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 import zipfile
 from pathlib import Path
 
 import numpy as np
 
+from arboreal._atomic import atomic_write
 from arboreal.errors import ModelError
 
 FORMAT = "arboreal-model"
@@ -33,18 +33,7 @@ def save_model_file(path: str | os.PathLike, meta: dict, arrays: dict[str, np.nd
         if arr.dtype == object:
             arr = arr.astype(str)
         payload[name] = arr
-    directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez_compressed(f, **payload)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    atomic_write(path, lambda f: np.savez_compressed(f, **payload))
 
 
 def load_model_file(path: str | os.PathLike) -> tuple[dict, dict[str, np.ndarray]]:

@@ -30,6 +30,7 @@ import scipy.sparse as sp
 
 from arboreal.learn import ArcFactoredData, EpochCallback, decode, decode_kbest
 from arboreal.learn.hildreth import hildreth
+from arboreal.learn.perceptron import final_weights
 
 
 def _constraint_matrix(fs, enc, rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]]):
@@ -61,13 +62,6 @@ class _MiraBase:
         if not self.C > 0:
             raise ValueError("MIRA option C must be > 0")
 
-    def _final(self, w, u, c):
-        if not self.average:
-            return w.copy()
-        avg = u / np.float32(c)
-        np.subtract(w, avg, out=avg)
-        return avg
-
     def fit(self, data: ArcFactoredData, epochs: int, on_epoch: EpochCallback | None = None,
             seed: int = 0) -> np.ndarray:
         fs = data.features
@@ -89,8 +83,8 @@ class _MiraBase:
                     u[U] += (c * delta).astype(np.float32)
                 c += 1.0
             if on_epoch is not None:
-                on_epoch(epoch, self._final(w, u, c))
-        return self._final(w, u, c)
+                on_epoch(epoch, final_weights(w, u, c, self.average))
+        return final_weights(w, u, c, self.average)
 
     def _trees_update(self, fs, enc, gold, scores, trees):
         """Hildreth update for tree constraints s(gold) - s(y) >= loss(y), y in trees."""

@@ -31,6 +31,16 @@ def update_coef(n: int, gold: np.ndarray, pred: np.ndarray) -> np.ndarray | None
     return coef
 
 
+def final_weights(w: np.ndarray, u: np.ndarray, c: float, average: bool) -> np.ndarray:
+    """The weights to hand out after step c of lazy averaging: ``w - u / c``, or a copy
+    of ``w`` when ``average`` is False. w, u (dim,) float32; O(dim)."""
+    if not average:
+        return w.copy()
+    avg = u / np.float32(c)
+    np.subtract(w, avg, out=avg)
+    return avg
+
+
 class Perceptron:
     """Averaged perceptron. Options: ``average`` (default True)."""
 
@@ -61,12 +71,5 @@ class Perceptron:
                     fs.accumulate(enc, coef, u, c)
                 c += 1.0
             if on_epoch is not None:
-                on_epoch(epoch, self._final(w, u, c))
-        return self._final(w, u, c)
-
-    def _final(self, w: np.ndarray, u: np.ndarray, c: float) -> np.ndarray:
-        if not self.average:
-            return w.copy()
-        avg = u / np.float32(c)
-        np.subtract(w, avg, out=avg)
-        return avg
+                on_epoch(epoch, final_weights(w, u, c, self.average))
+        return final_weights(w, u, c, self.average)

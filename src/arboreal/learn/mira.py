@@ -30,7 +30,7 @@ import scipy.sparse as sp
 
 from arboreal.learn import ArcFactoredData, EpochCallback, decode, decode_kbest
 from arboreal.learn.hildreth import hildreth
-from arboreal.learn.perceptron import final_weights
+from arboreal.learn.perceptron import averaged_online_fit
 
 
 def _constraint_matrix(fs, enc, rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]]):
@@ -65,26 +65,18 @@ class _MiraBase:
     def fit(self, data: ArcFactoredData, epochs: int, on_epoch: EpochCallback | None = None,
             seed: int = 0) -> np.ndarray:
         fs = data.features
-        w = np.zeros(fs.dim, dtype=np.float32)
-        # float32 suffices for u: its rounding error divided by c stays << 1e-3
-        u = np.zeros(fs.dim, dtype=np.float32)
-        c = 1.0
-        rng = np.random.default_rng(seed)
-        for epoch in range(1, epochs + 1):
-            order = rng.permutation(len(data))
-            for i in data.wrap(order, epoch):
-                enc = data.encoded[i]
-                gold = np.asarray(data.heads[i], dtype=np.int64)
-                scores = fs.arc_scores(enc, w)
-                upd = self._update(data, enc, gold, scores)
-                if upd is not None:
-                    U, delta = upd
-                    w[U] += delta.astype(np.float32)
-                    u[U] += (c * delta).astype(np.float32)
-                c += 1.0
-            if on_epoch is not None:
-                on_epoch(epoch, final_weights(w, u, c, self.average))
-        return final_weights(w, u, c, self.average)
+
+        def update(i: int, w: np.ndarray, u: np.ndarray, c: float) -> None:
+            enc = data.encoded[i]
+            gold = np.asarray(data.heads[i], dtype=np.int64)
+            scores = fs.arc_scores(enc, w)
+            upd = self._update(data, enc, gold, scores)
+            if upd is not None:
+                U, delta = upd
+                w[U] += delta.astype(np.float32)
+                u[U] += (c * delta).astype(np.float32)
+
+        return averaged_online_fit(data, epochs, update, self.average, on_epoch, seed)
 
     def _trees_update(self, fs, enc, gold, scores, trees):
         """Hildreth update for tree constraints s(gold) - s(y) >= loss(y), y in trees."""

@@ -12,6 +12,8 @@ step is ``w - u / c``. No per-step pass over the whole vector.
 """
 from __future__ import annotations
 
+from typing import Callable
+
 import numpy as np
 
 from arboreal.learn import ArcFactoredData, EpochCallback, decode
@@ -41,6 +43,35 @@ def final_weights(w: np.ndarray, u: np.ndarray, c: float, average: bool) -> np.n
     return avg
 
 
+def averaged_online_fit(data: ArcFactoredData, epochs: int,
+                        update: Callable[[int, np.ndarray, np.ndarray, float], None],
+                        average: bool, on_epoch: EpochCallback | None = None,
+                        seed: int = 0) -> np.ndarray:
+    """Online training loop with lazy averaging, shared by the perceptron and MIRA.
+
+    Each epoch visits the sentences in an order shuffled by
+    ``np.random.default_rng(seed)``; ``update(i, w, u, c)`` must add step c's change
+    delta for sentence i to ``w`` and ``c * delta`` to ``u`` (both (dim,) float32, in
+    place). Returns :func:`final_weights` after the last epoch (and passes them to
+    ``on_epoch(epoch, weights)`` after each one).
+    """
+    # float32 is exact for the integer-valued perceptron weights and halves the
+    # memory traffic of scoring
+    w = np.zeros(data.features.dim, dtype=np.float32)
+    # float32 suffices for u: its rounding error divided by c stays << 1e-3
+    u = np.zeros(data.features.dim, dtype=np.float32)
+    c = 1.0
+    rng = np.random.default_rng(seed)
+    for epoch in range(1, epochs + 1):
+        order = rng.permutation(len(data))
+        for i in data.wrap(order, epoch):
+            update(i, w, u, c)
+            c += 1.0
+        if on_epoch is not None:
+            on_epoch(epoch, final_weights(w, u, c, average))
+    return final_weights(w, u, c, average)
+
+
 class Perceptron:
     """Averaged perceptron. Options: ``average`` (default True)."""
 
@@ -52,24 +83,14 @@ class Perceptron:
     def fit(self, data: ArcFactoredData, epochs: int, on_epoch: EpochCallback | None = None,
             seed: int = 0) -> np.ndarray:
         fs = data.features
-        # float32 is exact for the integer-valued perceptron weights and halves the
-        # memory traffic of scoring
-        w = np.zeros(fs.dim, dtype=np.float32)
-        # float32 suffices for u: its rounding error divided by c stays << 1e-3
-        u = np.zeros(fs.dim, dtype=np.float32)
-        c = 1.0
-        rng = np.random.default_rng(seed)
-        for epoch in range(1, epochs + 1):
-            order = rng.permutation(len(data))
-            for i in data.wrap(order, epoch):
-                enc = data.encoded[i]
-                gold = data.heads[i]
-                pred = decode(fs.arc_scores(enc, w), data.projective, data.single_root)
-                coef = update_coef(enc.n, gold, pred)
-                if coef is not None:
-                    fs.accumulate(enc, coef, w, 1.0)
-                    fs.accumulate(enc, coef, u, c)
-                c += 1.0
-            if on_epoch is not None:
-                on_epoch(epoch, final_weights(w, u, c, self.average))
-        return final_weights(w, u, c, self.average)
+
+        def update(i: int, w: np.ndarray, u: np.ndarray, c: float) -> None:
+            enc = data.encoded[i]
+            gold = data.heads[i]
+            pred = decode(fs.arc_scores(enc, w), data.projective, data.single_root)
+            coef = update_coef(enc.n, gold, pred)
+            if coef is not None:
+                fs.accumulate(enc, coef, w, 1.0)
+                fs.accumulate(enc, coef, u, c)
+
+        return averaged_online_fit(data, epochs, update, self.average, on_epoch, seed)

@@ -291,51 +291,19 @@ class Peers:
 # arboreal adapters
 
 def load_arboreal():
-    """``arboreal.inference``; while some of its modules are missing (during
-    development), a namespace of the routines that do import, the rest raising."""
-    try:
-        import arboreal.inference as inf
-        return inf
-    except ImportError as exc:
-        print(f"warning: arboreal.inference does not import ({exc}); using its submodules", flush=True)
-    import importlib
-    import types
-    ns = types.SimpleNamespace()
-    wanted = {"eisner": ("eisner", "eisner_kbest"), "mst": ("chu_liu_edmonds",),
-              "mbr": ("mbr_decode",), "partition": ("log_partition", "marginals")}
-    for mod, names in wanted.items():
-        try:
-            m = importlib.import_module(f"arboreal.inference.{mod}")
-        except ImportError as exc:
-            m, err = None, f"missing module arboreal.inference.{mod} ({exc})"
-        for name in names:
-            fn = getattr(m, name, None) if m is not None else None
-            if fn is None:
-                def fn(*_a, _name=name, **_k):
-                    raise NotImplementedError(f"arboreal.inference.{_name} not available yet")
-            setattr(ns, name, fn)
-    return ns
+    """The public ``arboreal.inference`` module."""
+    import arboreal.inference as inf
+    return inf
 
 
 def combined_call(inf):
-    """arboreal's one-pass ``log_partition_and_marginals`` if it has one (public or in
-    ``arboreal.inference.partition``), else None (then both calls are timed)."""
-    fn = getattr(inf, "log_partition_and_marginals", None)
-    if fn is None:
-        try:
-            from arboreal.inference import partition
-            fn = getattr(partition, "log_partition_and_marginals", None)
-        except ImportError:
-            fn = None
-    return fn
+    """arboreal's one-pass ``log_partition_and_marginals`` (log Z and marginals from
+    one elimination, as training uses them)."""
+    return inf.log_partition_and_marginals
 
 
 def ours_logz_marg(inf, S, lengths, projective: bool, single_root: bool):
-    combined = combined_call(inf)
-    if combined is not None:
-        return combined(S, projective=projective, single_root=single_root, lengths=lengths)
-    return (inf.log_partition(S, projective=projective, single_root=single_root, lengths=lengths),
-            inf.marginals(S, projective=projective, single_root=single_root, lengths=lengths))
+    return combined_call(inf)(S, projective=projective, single_root=single_root, lengths=lengths)
 
 
 # ----------------------------------------------------------------------------
@@ -882,8 +850,7 @@ def main(argv: list[str] | None = None) -> int:
     res.meta["versions"] = versions(peers is not None)
     if inf is not None:
         fn = combined_call(inf)
-        res.meta["arboreal_logz_marg_call"] = (f"{fn.__module__}.{fn.__name__}" if fn is not None
-                                               else "log_partition + marginals (two calls)")
+        res.meta["arboreal_logz_marg_call"] = f"{fn.__module__}.{fn.__name__}"
     print("versions:", res.meta["versions"], "| load:", res.meta["load_before"], flush=True)
 
     run_sizes(args, res, inf, peers)

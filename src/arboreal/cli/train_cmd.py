@@ -104,13 +104,8 @@ def run(args) -> int:
                   feature_cutoff=args.feature_cutoff, hash_bits=args.hash_bits)
     progress, log = _reporting(args, len(train))
     if args.order > 1:
-        try:
-            from arboreal.models import higher_order
-        except ModuleNotFoundError as exc:
-            if exc.name == "arboreal.models.higher_order":
-                raise ArborealError(f"order {args.order} is not available yet "
-                                    "(arboreal.models.higher_order is missing)") from None
-            raise
+        from arboreal.models import higher_order
+
         model = higher_order.train(train, dev, order=args.order, parts=args.parts,
                                    progress=progress, log=log, **common, **options)
     else:

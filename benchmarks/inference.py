@@ -689,7 +689,7 @@ def checks_table(res: Results) -> str:
 
 
 def stability_table(res: Results, B: int) -> str:
-    lines = [f"| routine | library | dtype | " + " | ".join(f"s={s:g}" for s in SCALES) + " |",
+    lines = ["| routine | library | dtype | " + " | ".join(f"s={s:g}" for s in SCALES) + " |",
              "|---|---|---|" + "---:|" * len(SCALES)]
     keys = []
     for r in res.stability:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import math
 
-import mpmath
 import numpy as np
 from mpmath import mp
 

@@ -13,21 +13,11 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "benchmarks" / "inference.py"
 
 
-def _inference_complete() -> bool:
-    try:
-        import arboreal.inference  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-@pytest.mark.skipif(not _inference_complete(), reason="arboreal.inference is not complete yet")
 def test_inference_benchmark_quick_no_peers(tmp_path: Path) -> None:
     out = tmp_path / "inference.json"
     doc = ROOT / "docs" / "benchmarks.md"

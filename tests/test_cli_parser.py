@@ -92,15 +92,3 @@ def test_errors_exit_2_without_traceback(small_files, trained, argv, capsys):
     assert rc == 2
     err = capsys.readouterr().err
     assert "error" in err and "Traceback" not in err
-
-
-def test_higher_order_dispatch_is_clear(small_files):
-    try:
-        import arboreal.models.higher_order  # noqa: F401
-        pytest.skip("higher-order models are available")
-    except ModuleNotFoundError:
-        pass
-    res = subprocess.run([sys.executable, "-m", "arboreal", "train", str(small_files / "dev.conllu"),
-                          "-o", str(small_files / "ho.npz"), "--order", "2"],
-                         capture_output=True, text=True, timeout=300)
-    assert res.returncode == 2 and "order 2" in res.stderr and "Traceback" not in res.stderr

@@ -605,7 +605,6 @@ def _mtt_batch(scores, lengths, order, lanes, single_root, want, logz, out, bad,
     b6 = np.empty(Nw)
     b7 = np.empty(Nw)
     perm = np.empty(Nw, dtype=np.int64)
-    b8 = np.empty(Nw)
     for g0 in range(0, B, L):
         idx = order[g0:min(g0 + L, B)]
         if idx.shape[0] < L:  # last group: fill with copies of a sentence

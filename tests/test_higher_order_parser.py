@@ -159,3 +159,29 @@ def test_cli_train_order_2_and_parse(tmp_path, capsys):
     assert main(["train", str(small), "--order", "2", "--parts", "cousin", "-o", str(model),
                  "--quiet"]) == 2
     assert "unknown part" in capsys.readouterr().err
+
+
+def test_mira_order_2_fits_its_training_data(sample):
+    """1-best MIRA at order 2 (no pruning) separates a tiny treebank: 100% train UAS."""
+    train = sample[0][:15]
+    model = HigherOrderParser(order=2, epochs=8, pruner_epochs=2, bits=18, learner="mira",
+                              max_heads=1000, threshold=0.0).train(train)
+    gold = np.concatenate([s.heads[1:] for s in train])
+    pred = np.concatenate([h[1:] for h in model.predict_heads(train)])
+    assert np.array_equal(pred, gold)
+    assert model.learner == "mira"
+
+
+def test_unsupported_higher_order_learner_is_a_clear_error(tmp_path, capsys):
+    from arboreal.cli import main
+    from arboreal.errors import ArborealError
+    from arboreal.models import higher_order
+
+    train = read_conllu(SAMPLE / "en_ewt-sample-train.conllu")[:5]
+    with pytest.raises(ArborealError, match="learner 'loglinear' is not supported"):
+        higher_order.train(train, order=2, learner="loglinear")
+    assert main(["train", str(SAMPLE / "en_ewt-sample-train.conllu"), "--order", "2",
+                 "--learner", "loglinear", "-o", str(tmp_path / "m.npz"), "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "learner 'loglinear' is not supported with --order 2/3" in err
+    assert "Traceback" not in err

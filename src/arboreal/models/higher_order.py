@@ -9,7 +9,10 @@ Pipeline (Koo & Collins 2010):
    per word; gold arcs are added back during training);
 3. the higher-order model (first-order arc features + higher-order part features
    of :mod:`arboreal.features.higher_order`, one hashed weight vector) is trained
-   with the averaged perceptron, decoding exactly over the pruned arcs.
+   with the averaged perceptron or averaged 1-best MIRA (``learner="mira"``, update
+   on phi(gold) - phi(pred) over arc and part features, loss = wrong heads, step
+   ``min(C, (loss - w.diff) / ||diff||^2)`` as in :mod:`arboreal.learn.mira`),
+   decoding exactly over the pruned arcs. The pruner is always the perceptron.
 
 Orders and parts (``--parts`` overrides): order 2 = siblings + grandparents
 (Model 1 decoder without grand-siblings, O(n^4) but ~O(K^2 n^2) after pruning);
@@ -46,6 +49,7 @@ from arboreal.inference.higher_order import (
     sibling_decode,
     tri_sibling_decode,
 )
+from arboreal.learn.perceptron import final_weights
 from arboreal.models.labeler import Labeler, label_templates
 from arboreal.models.serialization import (dense_vector, load_model_file, save_model_file,
                                            sparse_vector)
@@ -54,6 +58,7 @@ PART_NAMES = {"sibling": "sib", "grandparent": "grand", "grand-sibling": "gsib",
               "tri-sibling": "trisib"}
 DEFAULT_PARTS = {1: (), 2: ("sib", "grand"), 3: ("sib", "grand", "gsib", "trisib")}
 FORMAT_VERSION = 2   # layout of this module's arrays inside the common model format
+LEARNERS = ("perceptron", "mira")
 
 
 def parse_parts(order: int, parts: str | Sequence[str] | None) -> tuple[str, ...]:
@@ -107,7 +112,7 @@ def _scatter_sums(n, hs, ms, offsets, ids, w):
 
 
 class HigherOrderParser:
-    """Second/third-order projective parser trained with the averaged perceptron.
+    """Second/third-order projective parser trained with the averaged perceptron or MIRA.
 
     Args:
         order: 1, 2 or 3 (default parts per order: see the module docstring).
@@ -121,6 +126,8 @@ class HigherOrderParser:
         prune_temperature: the pruner's scores are divided by it before the
             marginals (perceptron scores are not calibrated probabilities).
         single_root: exactly one word attached to the root.
+        learner: "perceptron" or "mira" (averaged 1-best MIRA) for the model epochs.
+        C: MIRA's step bound (default inf, as in McDonald et al. 2006).
     """
 
     model_type = "higher-order"
@@ -129,10 +136,13 @@ class HigherOrderParser:
                  features: str = "mcdonald", bits: int = 22, epochs: int = 10,
                  pruner_epochs: int = 5, max_heads: int = 10, threshold: float = 1e-4,
                  single_root: bool = True, seed: int = 0, learner: str = "perceptron",
-                 prune_temperature: float = 30.0):
-        if learner != "perceptron":
+                 prune_temperature: float = 30.0, C: float = np.inf):
+        if learner not in LEARNERS:
             raise ValueError(f"learner {learner!r} is not available for higher-order models "
-                             "(only 'perceptron')")
+                             f"(choose from {', '.join(LEARNERS)})")
+        self.C = float(C)
+        if not self.C > 0:
+            raise ValueError("MIRA option C must be > 0")
         self.order = int(order)
         self.parts = parse_parts(self.order, parts)
         self.features_name = features
@@ -208,12 +218,22 @@ class HigherOrderParser:
 
     # ------------------------------------------------------------------ training
     def _perceptron(self, encs, golds, epochs: int, decode: Callable, use_parts: bool,
-                    on_epoch: Callable | None = None, progress: Callable | None = None
-                    ) -> np.ndarray:
-        """Averaged perceptron; ``on_epoch(epoch, averaged_w, seconds, train_uas)``."""
+                    on_epoch: Callable | None = None, progress: Callable | None = None,
+                    mira: bool = False) -> np.ndarray:
+        """Averaged perceptron (or 1-best MIRA with ``mira``);
+        ``on_epoch(epoch, averaged_w, seconds, train_uas)``.
+
+        Both add tau * (phi(gold) - phi(pred)) on the arc and part features of the
+        two trees (first-order arcs only where they differ; parts of the whole trees,
+        so shared parts cancel); the perceptron has tau = 1, MIRA
+        tau = min(C, (loss - w.diff) / ||diff||^2) with loss = #wrong heads.
+        """
         dim = 1 << self.bits
         w = np.zeros(dim)
         u = np.zeros(dim)
+        # MIRA needs w.diff and ||diff||^2: diff is built in a dense scratch vector
+        # (O(dim) per update to find its support) and removed again afterwards
+        diff = np.zeros(dim) if mira else None
         c = 1.0
         rng = np.random.default_rng(self.seed)
         for epoch in range(1, epochs + 1):
@@ -233,16 +253,30 @@ class HigherOrderParser:
                     m = np.arange(1, n + 1)
                     coef[gold[1:], m] += 1.0
                     coef[pred[1:], m] -= 1.0
-                    self.fs.accumulate(enc, coef, w, 1.0)
-                    self.fs.accumulate(enc, coef, u, c)
-                    if use_parts:
-                        for vec, sc in ((w, 1.0), (u, c)):
-                            self.hof.accumulate_tree(enc.codes, gold, vec, sc)
-                            self.hof.accumulate_tree(enc.codes, pred, vec, -sc)
+                    tau = 1.0
+                    if mira:
+                        self._add_diff(enc, coef, gold, pred, diff, 1.0, use_parts)
+                        ids = np.flatnonzero(diff)
+                        d = diff[ids]
+                        norm = float(d @ d)
+                        margin = float(w[ids] @ d)
+                        self._add_diff(enc, coef, gold, pred, diff, -1.0, use_parts)
+                        tau = min(self.C, max(0.0, (errors - margin) / norm)) if norm > 0 else 0.0
+                    if tau > 0:
+                        self._add_diff(enc, coef, gold, pred, w, tau, use_parts)
+                        self._add_diff(enc, coef, gold, pred, u, c * tau, use_parts)
                 c += 1.0
             if on_epoch:
-                on_epoch(epoch, w - u / c, time.perf_counter() - t0, 1 - wrong / max(total, 1))
-        return w - u / c
+                on_epoch(epoch, final_weights(w, u, c, True), time.perf_counter() - t0,
+                         1 - wrong / max(total, 1))
+        return final_weights(w, u, c, True)
+
+    def _add_diff(self, enc, coef, gold, pred, vec, scale: float, use_parts: bool) -> None:
+        """``vec += scale * (phi(gold) - phi(pred))`` (arc coef from the caller)."""
+        self.fs.accumulate(enc, coef, vec, scale)
+        if use_parts:
+            self.hof.accumulate_tree(enc.codes, gold, vec, scale)
+            self.hof.accumulate_tree(enc.codes, pred, vec, -scale)
 
     def train(self, sentences: Sequence, dev: Sequence | None = None,
               log: Callable[[str], None] | None = None,
@@ -331,7 +365,8 @@ class HigherOrderParser:
 
         final = self._perceptron(encs, golds, self.epochs,
                                  lambda i, w: self._predict(encs[i], allowed[i], w),
-                                 bool(self.parts), on_epoch=on_epoch, progress=progress)
+                                 bool(self.parts), on_epoch=on_epoch, progress=progress,
+                                 mira=self.learner == "mira")
         self.w = best["w"] if best["w"] is not None else final.astype(np.float32)
         t3 = time.perf_counter()
         self.stats = {"pruner_train_s": t1 - t0, "labeler_train_s": t_lab - t1,
@@ -398,7 +433,8 @@ class HigherOrderParser:
                 "epochs": self.epochs, "pruner_epochs": self.pruner_epochs,
                 "max_heads": self.max_heads, "threshold": self.threshold,
                 "prune_temperature": self.prune_temperature, "single_root": self.single_root,
-                "seed": self.seed, "learner": self.learner}
+                "seed": self.seed, "learner": self.learner,
+                "C": None if np.isinf(self.C) else self.C}
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the model atomically as one .npz (no pickle), common arboreal format."""
@@ -436,7 +472,9 @@ class HigherOrderParser:
             p = cls(order=o["order"], parts=o["parts"], bits=o["bits"], epochs=o["epochs"],
                     pruner_epochs=o["pruner_epochs"], max_heads=o["max_heads"],
                     threshold=o["threshold"], prune_temperature=o["prune_temperature"],
-                    single_root=o["single_root"], seed=o["seed"])
+                    single_root=o["single_root"], seed=o["seed"],
+                    learner=o.get("learner", "perceptron"),
+                    C=np.inf if o.get("C") is None else o["C"])
             fcfg = meta["features"]
             p.features_name = fcfg["name"]
             vocabs = {k[len("vocab_"):]: v for k, v in arrays.items() if k.startswith("vocab_")}
@@ -467,19 +505,23 @@ def train(train_sentences: list, dev: list | None = None, order: int = 2,
     """Entry point of ``arboreal train --order 2|3 [--parts ...]`` (the CLI's hook).
 
     ``log`` receives the first-order parser's EpochReport objects (one per model
-    epoch). Options (``--learner-option KEY=VALUE``): pruner_epochs (default = epochs),
+    epoch). learner: "perceptron" or "mira" (others raise ArborealError).
+    Options (``--learner-option KEY=VALUE``): C (mira only, default inf), pruner_epochs (default = epochs),
     max_heads (10), threshold (1e-4), prune_temperature (30; chosen on EWT dev:
     T=10 kept 96.8% of gold arcs and gave order 2 dev UAS 82.35, T=30 98.6% and 84.20).
     """
     from arboreal.models.parser import EpochReport
 
-    if learner != "perceptron":
-        raise ArborealError(f"higher-order models train with the perceptron only, not {learner!r}")
+    if learner not in LEARNERS:
+        raise ArborealError(f"learner {learner!r} is not supported with --order 2/3; "
+                            f"choose from {', '.join(LEARNERS)}")
     if decoder != "eisner":
         raise ArborealError("higher-order models decode projectively: use --decoder eisner")
     if feature_cutoff:
         raise ArborealError("--feature-cutoff is not supported with --order 2/3")
     allowed_opts = {"pruner_epochs", "max_heads", "threshold", "prune_temperature"}
+    if learner == "mira":
+        allowed_opts.add("C")
     bad = set(options) - allowed_opts
     if bad:
         raise ArborealError(f"unknown higher-order option(s) {sorted(bad)}; "
@@ -494,7 +536,8 @@ def train(train_sentences: list, dev: list | None = None, order: int = 2,
                                   max_heads=options.get("max_heads", 10),
                                   threshold=options.get("threshold", 1e-4),
                                   prune_temperature=options.get("prune_temperature", 30.0),
-                                  single_root=single_root, seed=seed)
+                                  single_root=single_root, seed=seed, learner=learner,
+                                  C=float(options.get("C", np.inf)))
     except ValueError as exc:
         raise ArborealError(str(exc)) from None
     report = None

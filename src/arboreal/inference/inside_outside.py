@@ -48,9 +48,7 @@ import math
 import numpy as np
 from numba import njit
 
-from arboreal.inference.matrix_tree import (_C0, _C1, _C2, _C3, _C4, _C5, _C6, _C7, _C8,
-                                            _C9, _C10, _C11, _C12, _C13, _FM, _LN2_HI,
-                                            _LN2_LO, _LOG2E, _MAGIC)
+from arboreal.inference.matrix_tree import _FM, _exp_split
 
 _NEG = -np.inf
 
@@ -73,10 +71,8 @@ def _lse_rows(A, C, cw, coff, k0, k1, V, cnt, mx, acc, bits, out):
     per split point: one for the max, one that adds the exps of the shifted
     terms (the sum is of positive terms, so it may be reassociated).
 
-    The exp is :func:`arboreal.inference.matrix_tree._exp_row` fused into the
-    sum (same Cody-Waite reduction, degree-13 Taylor polynomial in Estrin's
-    scheme, 2^k built in the exponent bits of ``bits``; rel. error ~4e-16,
-    arguments <= -708 flush to 0)."""
+    The exp is :func:`arboreal.inference.matrix_tree._exp_split` inlined into
+    the sum (rel. error ~4e-16; arguments <= -708 flush to 0)."""
     scale = bits.view(np.float64)
     for i in range(cnt):
         mx[i] = _NEG
@@ -94,17 +90,7 @@ def _lse_rows(A, C, cw, coff, k0, k1, V, cnt, mx, acc, bits, out):
         c = C[cw - k, (k + coff) * V:]
         for i in range(cnt):
             x = (a[i] + c[i]) - mx[i]
-            xj = max(x, -708.0)
-            kk = (xj * _LOG2E + _MAGIC) - _MAGIC
-            t = (xj - kk * _LN2_HI) - kk * _LN2_LO
-            t2 = t * t
-            t4 = t2 * t2
-            q0 = (_C0 + _C1 * t) + (_C2 + _C3 * t) * t2
-            q1 = (_C4 + _C5 * t) + (_C6 + _C7 * t) * t2
-            q2 = (_C8 + _C9 * t) + (_C10 + _C11 * t) * t2
-            q3 = _C12 + _C13 * t
-            pp = (q0 + q1 * t4) + (q2 + q3 * t4) * (t4 * t4)
-            bits[i] = (np.int64(kk) + 1023) << 52
+            pp, bits[i] = _exp_split(max(x, -708.0))
             e = pp * scale[i]
             acc[i] += e if x > -708.0 else 0.0
     for i in range(cnt):
@@ -128,17 +114,7 @@ def _adj_rows(A, C, GA, GC, X, G, cw, coff, k0, k1, V, cnt, xs, bits):
         gc = GC[cw - k, j0:]
         for i in range(cnt):
             x = (a[i] + c[i]) - xs[i]
-            xj = max(x, -708.0)
-            kk = (xj * _LOG2E + _MAGIC) - _MAGIC
-            t = (xj - kk * _LN2_HI) - kk * _LN2_LO
-            t2 = t * t
-            t4 = t2 * t2
-            q0 = (_C0 + _C1 * t) + (_C2 + _C3 * t) * t2
-            q1 = (_C4 + _C5 * t) + (_C6 + _C7 * t) * t2
-            q2 = (_C8 + _C9 * t) + (_C10 + _C11 * t) * t2
-            q3 = _C12 + _C13 * t
-            pp = (q0 + q1 * t4) + (q2 + q3 * t4) * (t4 * t4)
-            bits[i] = (np.int64(kk) + 1023) << 52
+            pp, bits[i] = _exp_split(max(x, -708.0))
             e = pp * scale[i]
             p = G[i] * e if x > -708.0 else 0.0
             ga[i] += p

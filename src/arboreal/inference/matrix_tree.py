@@ -102,30 +102,37 @@ _C = [1.0 / math.factorial(k) for k in range(14)]
 _C0, _C1, _C2, _C3, _C4, _C5, _C6, _C7, _C8, _C9, _C10, _C11, _C12, _C13 = _C
 
 
+@njit(inline="always", fastmath=_FM)
+def _exp_split(x):
+    """exp(x) for -708 <= x <= 0 as ``(p, e)``: exp(x) = p * 2^k where ``e`` holds
+    the int64 bit pattern of the float64 2^k (the caller views it as float64).
+
+    Branch-free so that the loops it is inlined into vectorise: Cody-Waite
+    reduction x = k ln2 + t, |t| <= ln2/2, a degree-13 Taylor polynomial for
+    exp(t) (truncation < 5e-18) in Estrin's scheme (short dependency chains),
+    and 2^k assembled in the exponent bits.  Max relative error measured
+    against numpy: 4.4e-16.  Shared by this module and inside-outside.
+    """
+    # round to nearest by the 1.5 * 2^52 trick (floor() blocks vectorisation)
+    k = (x * _LOG2E + _MAGIC) - _MAGIC
+    t = (x - k * _LN2_HI) - k * _LN2_LO
+    t2 = t * t
+    t4 = t2 * t2
+    q0 = (_C0 + _C1 * t) + (_C2 + _C3 * t) * t2
+    q1 = (_C4 + _C5 * t) + (_C6 + _C7 * t) * t2
+    q2 = (_C8 + _C9 * t) + (_C10 + _C11 * t) * t2
+    q3 = _C12 + _C13 * t
+    p = (q0 + q1 * t4) + (q2 + q3 * t4) * (t4 * t4)
+    return p, (np.int64(k) + 1023) << 52
+
+
 @njit(cache=True, fastmath=_FM)
 def _exp_row(x, out, bits, n):
-    """out[:n] = exp(x[:n]) for x <= 0 (values <= -708 flush to 0).
-
-    Branch-free so that LLVM vectorises it: Cody-Waite reduction
-    x = k ln2 + t, |t| <= ln2/2, a degree-13 Taylor polynomial for exp(t)
-    (truncation < 5e-18) in Estrin's scheme (short dependency chains), and
-    2^k assembled in the exponent bits.  Max relative error measured
-    against numpy: 4.4e-16.
-    """
+    """out[:n] = exp(x[:n]) for x <= 0 (values <= -708 flush to 0), by
+    :func:`_exp_split`; ``bits`` (int64, >= n) is scratch for the 2^k factors."""
     scale = bits.view(np.float64)
     for j in range(n):
-        xj = max(x[j], -708.0)
-        # round to nearest by the 1.5 * 2^52 trick (floor() blocks vectorisation)
-        k = (xj * _LOG2E + _MAGIC) - _MAGIC
-        t = (xj - k * _LN2_HI) - k * _LN2_LO
-        t2 = t * t
-        t4 = t2 * t2
-        q0 = (_C0 + _C1 * t) + (_C2 + _C3 * t) * t2
-        q1 = (_C4 + _C5 * t) + (_C6 + _C7 * t) * t2
-        q2 = (_C8 + _C9 * t) + (_C10 + _C11 * t) * t2
-        q3 = _C12 + _C13 * t
-        p = (q0 + q1 * t4) + (q2 + q3 * t4) * (t4 * t4)
-        bits[j] = (np.int64(k) + 1023) << 52
+        p, bits[j] = _exp_split(max(x[j], -708.0))
         v = p * scale[j]
         out[j] = v if x[j] > -708.0 else 0.0
 

@@ -185,3 +185,62 @@ def test_unsupported_higher_order_learner_is_a_clear_error(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "learner 'loglinear' is not supported with --order 2/3" in err
     assert "Traceback" not in err
+
+
+def _dense_reference_fit(model, encs, golds, allowed, epochs):
+    """The slow way: phi(gold) - phi(pred) built in a dense 2**bits vector per update."""
+    from arboreal.learn.perceptron import final_weights
+
+    dim = 1 << model.bits
+    w, u, c = np.zeros(dim), np.zeros(dim), 1.0
+    rng = np.random.default_rng(model.seed)
+    for _ in range(epochs):
+        for i in rng.permutation(len(encs)):
+            enc, gold = encs[i], golds[i]
+            pred = model._predict(enc, allowed[i], w)
+            errors = int((pred[1:] != gold[1:]).sum())
+            if errors:
+                diff = np.zeros(dim)
+                model.fs.accumulate_tree(enc, gold, diff, 1.0)
+                model.fs.accumulate_tree(enc, pred, diff, -1.0)
+                model.hof.accumulate_tree(enc.codes, gold, diff, 1.0)
+                model.hof.accumulate_tree(enc.codes, pred, diff, -1.0)
+                norm = float(diff @ diff)
+                tau = min(model.C, max(0.0, (errors - float(w @ diff)) / norm)) if norm else 0.0
+                w += tau * diff
+                u += c * tau * diff
+            c += 1.0
+    return final_weights(w, u, c, True)
+
+
+@pytest.mark.parametrize("order", [2, 3])
+def test_sparse_mira_update_matches_dense_reference(sample, order):
+    """The explicit-id MIRA update gives the weights of the dense O(2**bits) update."""
+    train = [s for s in sample[0] if len(s) <= 20][:25]
+    model = HigherOrderParser(order=order, bits=14, learner="mira", C=0.5)
+    model.fs = FeatureSet("mcdonald", bits=14).fit(train)
+    encs = model.fs.encode(train)
+    golds = [s.heads.astype(np.int64) for s in train]
+    rng = np.random.default_rng(1)
+    allowed = []
+    for s in train:   # a random pruning mask that keeps the gold arcs
+        n = len(s)
+        a = rng.random((n + 1, n + 1)) < 0.5
+        a[s.heads[1:], np.arange(1, n + 1)] = True
+        allowed.append(a)
+    want = _dense_reference_fit(model, encs, golds, allowed, 2)
+    got = model._perceptron(encs, golds, 2, lambda i, w: model._predict(encs[i], allowed[i], w),
+                            True, mira=True)
+    assert np.count_nonzero(want) > 1000
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+    # the sparse difference itself, on trees that differ
+    enc, gold = encs[0], golds[0]
+    pred = model._predict(enc, allowed[0], rng.normal(size=1 << 14))
+    assert not np.array_equal(pred, gold)
+    dense = np.zeros(1 << 14)
+    model.fs.accumulate_tree(enc, gold, dense, 1.0)
+    model.fs.accumulate_tree(enc, pred, dense, -1.0)
+    model.hof.accumulate_tree(enc.codes, gold, dense, 1.0)
+    model.hof.accumulate_tree(enc.codes, pred, dense, -1.0)
+    ids, d = model._sparse_diff(enc, gold, pred, True)
+    assert np.array_equal(ids, np.flatnonzero(dense)) and np.array_equal(d, dense[ids])

@@ -216,13 +216,25 @@ def part_scores_kernel(codes, slot, width, arcid, sib_off, grand_off, gsib_off, 
                             gsib_out[gsib_off[ag] + sa * W + sb] = _dot(w, buf, k)
 
 
+@njit(cache=True, inline="always")
+def _copy_ids(buf, k, ids, pos):
+    for i in range(k):
+        ids[pos + i] = buf[i]
+    return pos + k
+
+
 @njit(cache=True)
-def tree_accumulate_kernel(codes, heads, out, scale, mask, use_sib, use_grand, use_gsib,
-                           use_tri, outer_only):
-    """``out[f] += scale`` for every higher-order feature f of the tree's parts."""
+def tree_ids_kernel(codes, heads, mask, use_sib, use_grand, use_gsib, use_tri, outer_only):
+    """Ids (int64, with repeats) of every higher-order feature of the tree's parts.
+
+    At most 60 ids per child (16 sib + 14 trisib + 16 grand + 14 gsib), or 30 per
+    child and 60 per head with ``outer_only``: 4 * _BUF per word is enough.
+    """
     n = heads.shape[0] - 1
     umask = np.uint64(mask)
     buf = np.empty(_BUF, dtype=np.int64)
+    ids = np.empty(4 * _BUF * (n + 1), dtype=np.int64)
+    pos = 0
     for h in range(n + 1):
         g = heads[h] if h > 0 else -1
         for side in range(2):
@@ -236,22 +248,14 @@ def tree_accumulate_kernel(codes, heads, out, scale, mask, use_sib, use_grand, u
             while 0 < m <= n:
                 if heads[m] == h:
                     if use_sib:
-                        k = sib_ids(codes, h, x, m, umask, buf)
-                        for i in range(k):
-                            out[buf[i]] += scale
+                        pos = _copy_ids(buf, sib_ids(codes, h, x, m, umask, buf), ids, pos)
                     if use_tri and nchild >= 1:
-                        k = tri_ids(codes, h, y, x, m, umask, buf)
-                        for i in range(k):
-                            out[buf[i]] += scale
+                        pos = _copy_ids(buf, tri_ids(codes, h, y, x, m, umask, buf), ids, pos)
                     if g >= 0 and not outer_only:
                         if use_grand:
-                            k = grand_ids(codes, g, h, m, umask, buf)
-                            for i in range(k):
-                                out[buf[i]] += scale
+                            pos = _copy_ids(buf, grand_ids(codes, g, h, m, umask, buf), ids, pos)
                         if use_gsib:
-                            k = gsib_ids(codes, g, h, x, m, umask, buf)
-                            for i in range(k):
-                                out[buf[i]] += scale
+                            pos = _copy_ids(buf, gsib_ids(codes, g, h, x, m, umask, buf), ids, pos)
                     last_prev = x
                     last = m
                     y = x
@@ -260,13 +264,17 @@ def tree_accumulate_kernel(codes, heads, out, scale, mask, use_sib, use_grand, u
                 m += step
             if g >= 0 and outer_only and last >= 0:
                 if use_grand:
-                    k = grand_ids(codes, g, h, last, umask, buf)
-                    for i in range(k):
-                        out[buf[i]] += scale
+                    pos = _copy_ids(buf, grand_ids(codes, g, h, last, umask, buf), ids, pos)
                 if use_gsib:
-                    k = gsib_ids(codes, g, h, last_prev, last, umask, buf)
-                    for i in range(k):
-                        out[buf[i]] += scale
+                    pos = _copy_ids(buf, gsib_ids(codes, g, h, last_prev, last, umask, buf),
+                                    ids, pos)
+    return ids[:pos]
+
+
+@njit(cache=True)
+def _add_at(out, ids, scale):
+    for i in range(ids.shape[0]):
+        out[ids[i]] += scale
 
 
 class HigherOrderFeatures:
@@ -308,9 +316,15 @@ class HigherOrderFeatures:
         return {"sib": sib if us else None, "grand": grand if ug else None,
                 "gsib": gsib if ugs else None, "trisib": tri if ut else None}
 
+    def tree_ids(self, codes: np.ndarray, heads: np.ndarray) -> np.ndarray:
+        """Explicit ids (int64, repeats kept) of every higher-order feature of the
+        parts of tree ``heads`` (non-projective trees too). O(n^2) for the sibling
+        chains, about 16 ids per part."""
+        us, ug, ugs, ut = self.flags
+        return tree_ids_kernel(codes, np.asarray(heads, dtype=np.int64), (1 << self.bits) - 1,
+                               us, ug, ugs, ut, self.outer_only)
+
     def accumulate_tree(self, codes: np.ndarray, heads: np.ndarray, out: np.ndarray,
                         scale: float = 1.0) -> None:
         """``out[f] += scale`` for every higher-order feature of tree ``heads``. O(n^2)."""
-        us, ug, ugs, ut = self.flags
-        tree_accumulate_kernel(codes, np.asarray(heads, dtype=np.int64), out, float(scale),
-                               (1 << self.bits) - 1, us, ug, ugs, ut, self.outer_only)
+        _add_at(out, self.tree_ids(codes, heads), float(scale))

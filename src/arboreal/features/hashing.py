@@ -244,44 +244,123 @@ def _sweep_push(cls, cnt, active, nact, m):
 
 
 @njit(cache=True)
+def _plain_sides(tmpl, plain_t):
+    """Side of each non-iterating template: 1 reads only the head (or nothing),
+    2 only the modifier, 0 both. A one-sided template's plain weight and its
+    (direction, distance) weights can be gathered once per word instead of once per arc."""
+    side = np.zeros(plain_t.shape[0], dtype=np.int64)
+    for i in range(plain_t.shape[0]):
+        t = plain_t[i]
+        head = True
+        mod = tmpl[t, 0] > 0
+        for s in range(tmpl[t, 0]):
+            anchor = tmpl[t, 4 + 3 * s]
+            if anchor != HEAD:
+                head = False
+            if anchor != MOD:
+                mod = False
+        if head and (tmpl[t, 1] & 2) == 0:
+            side[i] = 1
+        elif mod and (tmpl[t, 1] & 1) == 0:
+            side[i] = 2
+    return side
+
+
+@njit(cache=True, inline="always")
+def _long_flags(codes, long_attr, n):
+    flags = np.zeros(n + 1, dtype=np.bool_)
+    if long_attr >= 0:
+        for p in range(n + 1):
+            flags[p] = codes[long_attr, p + 1] != 0
+    return flags
+
+
+@njit(cache=True, inline="always")
+def _fires_at(cond, hlong, mlong):
+    """A template with long-word condition ``cond`` fires on an arc (see compile_templates)."""
+    return cond == 0 or ((cond & 1) != 0 and hlong) or ((cond & 2) != 0 and mlong)
+
+
+@njit(cache=True)
 def arc_scores_kernel(codes, tmpl, w, long_attr, bits):
     """(n+1, n+1) arc scores for templates without grandparent/child/sibling anchors.
 
-    Iterating (between) templates are summed by class: for a fixed head the modifier
-    sweeps outwards while counts of the distinct between-word hashes are kept, so an
-    arc costs O(#distinct classes between) instead of O(distance).
+    Equal to summing ``w`` over :func:`arc_ids` of every arc, organised for memory
+    throughput (scoring is bound by random gathers from ``w``):
+
+    * one-sided templates (head-only, modifier-only) gather their block of BLOCK
+      weights once per word, O(n T_1 BLOCK), instead of twice per arc;
+    * two-sided templates run template-outer, modifier-inner, so consecutive
+      gathers are independent and overlap in the memory system;
+    * iterating (between) templates are summed by class: for a fixed head the
+      modifier sweeps outwards while counts of the distinct between-word hashes are
+      kept, so an arc costs O(#distinct classes between) instead of O(distance).
     """
     n = codes.shape[1] - 3
-    T = tmpl.shape[0]
     G = group_hashes(codes, tmpl, np.zeros(0, dtype=np.int64))
     shift = np.uint64(64 - bits)
     out = np.zeros((n + 1, n + 1))
     plain_t, cond_t, loop_t, cls, rep = _sweep_setup(codes, tmpl, G, long_attr)
+    side = _plain_sides(tmpl, plain_t)
+    islong = _long_flags(codes, long_attr, n)
+    # modifier-only templates: msum[m, k] = sum of slot k of their blocks at m
+    msum = np.zeros((n + 1, BLOCK))
+    for i in range(plain_t.shape[0]):
+        if side[i] != 2:
+            continue
+        t = plain_t[i]
+        hx = G[0, 0, t] ^ G[3, 0, t] ^ G[2, 0, t]
+        for m in range(1, n + 1):
+            if _fires_at(cond_t[i], False, islong[m]):
+                base = _block(hx ^ G[1, m + 1, t], shift)
+                for k in range(BLOCK - 1):
+                    msum[m, k] += w[base + k]
+    ddrow = np.zeros(n + 1, dtype=np.int64)
+    row = np.zeros(n + 1)
+    hsum = np.zeros(BLOCK)
+    for h in range(n + 1):
+        for m in range(1, n + 1):
+            ddrow[m] = _dd(h, m) if m != h else 0
+            row[m] = 0.0
+        hsum[:] = 0.0
+        hlong = islong[h]
+        for i in range(plain_t.shape[0]):
+            t = plain_t[i]
+            cond = cond_t[i]
+            hx = G[0, h + 1, t] ^ G[3, 0, t] ^ G[2, 0, t]
+            if side[i] == 1:
+                if _fires_at(cond, hlong, False):
+                    base = _block(hx ^ G[1, 0, t], shift)
+                    for k in range(BLOCK - 1):
+                        hsum[k] += w[base + k]
+            elif side[i] == 0:
+                if cond == 0 or ((cond & 1) != 0 and hlong):
+                    for m in range(1, n + 1):
+                        base = _block(hx ^ G[1, m + 1, t], shift)
+                        row[m] += w[base] + w[base + ddrow[m]]
+                elif (cond & 2) != 0:
+                    for m in range(1, n + 1):
+                        if islong[m]:
+                            base = _block(hx ^ G[1, m + 1, t], shift)
+                            row[m] += w[base] + w[base + ddrow[m]]
+        for m in range(1, n + 1):
+            if m != h:
+                d = ddrow[m]
+                out[h, m] = row[m] + hsum[0] + hsum[d] + msum[m, 0] + msum[m, d]
     nloop = loop_t.shape[0]
+    if nloop == 0:
+        return out
     cnt = np.zeros((nloop, n + 2), dtype=np.int64)
     active = np.empty((nloop, n + 2), dtype=np.int64)
     nact = np.zeros(nloop, dtype=np.int64)
-    hx = np.empty(T, dtype=np.uint64)
     for h in range(n + 1):
-        for t in range(T):
-            hx[t] = G[0, h + 1, t] ^ G[3, 0, t] ^ G[2, 0, t]
-        hlong = long_attr >= 0 and codes[long_attr, h + 1] != 0
         for direction in range(2):
             step = 1 if direction == 0 else -1
             m = h + step
             _sweep_reset(cnt, active, nact)
             while 1 <= m <= n:
                 dd = _dd(h, m)
-                mlong = long_attr >= 0 and codes[long_attr, m + 1] != 0
                 s = 0.0
-                for i in range(plain_t.shape[0]):
-                    cond = cond_t[i]
-                    if cond != 0:
-                        if not (((cond & 1) and hlong) or ((cond & 2) and mlong)):
-                            continue
-                    t = plain_t[i]
-                    base = _block(hx[t] ^ G[1, m + 1, t], shift)
-                    s += w[base] + w[base + dd]
                 for li in range(nloop):
                     t = loop_t[li]
                     hv0 = G[0, h + 1, t] ^ G[1, m + 1, t] ^ G[3, 0, t]
@@ -289,38 +368,92 @@ def arc_scores_kernel(codes, tmpl, w, long_attr, bits):
                         c = active[li, j]
                         base = _block(hv0 ^ rep[li, c], shift)
                         s += cnt[li, c] * (w[base] + w[base + dd])
-                out[h, m] = s
+                out[h, m] += s
                 _sweep_push(cls, cnt, active, nact, m)
                 m += step
     return out
+
+
+@njit(cache=True, inline="always")
+def _scatter(out, f, v, use_mask, allowed):
+    if not use_mask or allowed[f]:
+        out[f] += v
 
 
 @njit(cache=True)
 def accumulate_dense_kernel(codes, tmpl, coef, out, scale, long_attr, bits, allowed):
     """``out += scale * sum_{h,m} coef[h, m] f(h, m)`` for a dense coef (n+1, n+1).
 
-    The exact adjoint of :func:`arc_scores_kernel` (same hashing, same template
-    conditions, same class-count sweep over in-between words), so an arc costs
-    O(T + T_between * #distinct classes between) instead of
-    O(T + T_between * distance) as with :func:`arc_ids`. Column 0 and the diagonal
-    of coef are ignored. Buckets masked by the cut-off (``allowed`` non-empty and
-    False there) are skipped.
+    The exact adjoint of :func:`arc_scores_kernel` (same hashing, template
+    conditions, one-sided blocks and class-count sweep over in-between words): a
+    one-sided template scatters per word the coefficient sums of its arcs by
+    (direction, distance) slot; an arc costs O(T_2 + T_between * #distinct classes
+    between). Column 0 and the diagonal of coef are ignored. Buckets masked by the
+    cut-off (``allowed`` non-empty and False there) are skipped.
     """
     n = codes.shape[1] - 3
-    T = tmpl.shape[0]
     G = group_hashes(codes, tmpl, np.zeros(0, dtype=np.int64))
     shift = np.uint64(64 - bits)
     use_mask = allowed.shape[0] > 0
     plain_t, cond_t, loop_t, cls, rep = _sweep_setup(codes, tmpl, G, long_attr)
+    side = _plain_sides(tmpl, plain_t)
+    islong = _long_flags(codes, long_attr, n)
+    msum = np.zeros((n + 1, BLOCK))
+    ddrow = np.zeros(n + 1, dtype=np.int64)
+    vrow = np.zeros(n + 1)
+    hsum = np.zeros(BLOCK)
+    for h in range(n + 1):
+        hsum[:] = 0.0
+        anyv = False
+        for m in range(1, n + 1):
+            v = scale * coef[h, m] if m != h else 0.0
+            vrow[m] = v
+            if v != 0.0:
+                anyv = True
+                d = _dd(h, m)
+                ddrow[m] = d
+                hsum[0] += v
+                hsum[d] += v
+                msum[m, 0] += v
+                msum[m, d] += v
+        if not anyv:
+            continue
+        hlong = islong[h]
+        for i in range(plain_t.shape[0]):
+            t = plain_t[i]
+            cond = cond_t[i]
+            hx = G[0, h + 1, t] ^ G[3, 0, t] ^ G[2, 0, t]
+            if side[i] == 1:
+                if _fires_at(cond, hlong, False):
+                    base = _block(hx ^ G[1, 0, t], shift)
+                    for k in range(BLOCK - 1):
+                        if hsum[k] != 0.0:
+                            _scatter(out, base + k, hsum[k], use_mask, allowed)
+            elif side[i] == 0:
+                for m in range(1, n + 1):
+                    v = vrow[m]
+                    if v != 0.0 and _fires_at(cond, hlong, islong[m]):
+                        base = _block(hx ^ G[1, m + 1, t], shift)
+                        _scatter(out, base, v, use_mask, allowed)
+                        _scatter(out, base + ddrow[m], v, use_mask, allowed)
+    for i in range(plain_t.shape[0]):
+        if side[i] != 2:
+            continue
+        t = plain_t[i]
+        hx = G[0, 0, t] ^ G[3, 0, t] ^ G[2, 0, t]
+        for m in range(1, n + 1):
+            if _fires_at(cond_t[i], False, islong[m]):
+                base = _block(hx ^ G[1, m + 1, t], shift)
+                for k in range(BLOCK - 1):
+                    if msum[m, k] != 0.0:
+                        _scatter(out, base + k, msum[m, k], use_mask, allowed)
     nloop = loop_t.shape[0]
+    if nloop == 0:
+        return
     cnt = np.zeros((nloop, n + 2), dtype=np.int64)
     active = np.empty((nloop, n + 2), dtype=np.int64)
     nact = np.zeros(nloop, dtype=np.int64)
-    hx = np.empty(T, dtype=np.uint64)
     for h in range(n + 1):
-        for t in range(T):
-            hx[t] = G[0, h + 1, t] ^ G[3, 0, t] ^ G[2, 0, t]
-        hlong = long_attr >= 0 and codes[long_attr, h + 1] != 0
         for direction in range(2):
             step = 1 if direction == 0 else -1
             m = h + step
@@ -329,22 +462,6 @@ def accumulate_dense_kernel(codes, tmpl, coef, out, scale, long_attr, bits, allo
                 v = scale * coef[h, m]
                 if v != 0.0:
                     dd = _dd(h, m)
-                    mlong = long_attr >= 0 and codes[long_attr, m + 1] != 0
-                    for i in range(plain_t.shape[0]):
-                        cond = cond_t[i]
-                        if cond != 0:
-                            if not (((cond & 1) and hlong) or ((cond & 2) and mlong)):
-                                continue
-                        t = plain_t[i]
-                        base = _block(hx[t] ^ G[1, m + 1, t], shift)
-                        if use_mask:
-                            if allowed[base]:
-                                out[base] += v
-                            if allowed[base + dd]:
-                                out[base + dd] += v
-                        else:
-                            out[base] += v
-                            out[base + dd] += v
                     for li in range(nloop):
                         t = loop_t[li]
                         hv0 = G[0, h + 1, t] ^ G[1, m + 1, t] ^ G[3, 0, t]
@@ -352,14 +469,8 @@ def accumulate_dense_kernel(codes, tmpl, coef, out, scale, long_attr, bits, allo
                             c = active[li, j]
                             base = _block(hv0 ^ rep[li, c], shift)
                             x = v * cnt[li, c]
-                            if use_mask:
-                                if allowed[base]:
-                                    out[base] += x
-                                if allowed[base + dd]:
-                                    out[base + dd] += x
-                            else:
-                                out[base] += x
-                                out[base + dd] += x
+                            _scatter(out, base, x, use_mask, allowed)
+                            _scatter(out, base + dd, x, use_mask, allowed)
                 _sweep_push(cls, cnt, active, nact, m)
                 m += step
 

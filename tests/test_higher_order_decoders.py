@@ -17,6 +17,7 @@ from arboreal.inference.higher_order import (
     PartIndex,
     grand_sibling_decode,
     grandparent_decode,
+    hill_climb,
     hill_climb_sibling,
     prune_arcs,
     score_tree,
@@ -318,6 +319,67 @@ def test_hill_climb_improves_on_projective(n, single_root, seed):
     # local optimum: no single head change that keeps a tree scores higher
     neighbours = np.nonzero((trees != heads).sum(axis=1) == 1)[0]
     assert (scores[neighbours] <= scores[got[0]] + 1e-9).all()
+
+
+@settings(**SETTINGS)
+@given(n=st.integers(2, 5), single_root=st.booleans(), seed=st.integers(0, 2 ** 31),
+       pruned=st.booleans())
+def test_hill_climb_with_grandparents_is_a_local_optimum(n, single_root, seed, pruned):
+    """sib + grand hill-climbing: a tree over allowed arcs, never below the projective
+    start, and no single head change (kept arc, still a tree) scores higher."""
+    rng = np.random.default_rng(seed)
+    t = random_tensors(rng, n, ("arc", "sib", "grand"))
+    trees, scores = reference_scores(n, single_root, t, projective=False)
+    allowed = None
+    if pruned:
+        gold = trees[rng.integers(len(trees))]
+        allowed = rng.random((n + 1, n + 1)) < 0.5
+        allowed[gold[1:], np.arange(1, n + 1)] = True
+        proj = projective_trees(n, single_root)
+        allowed[proj[rng.integers(len(proj))][1:], np.arange(1, n + 1)] = True
+        ok = allowed[trees[:, 1:], np.arange(1, n + 1)].all(axis=1)
+        trees, scores = trees[ok], scores[ok]
+    start = grand_sibling_decode(t["arc"], t["sib"], t["grand"], single_root=single_root,
+                                 allowed=allowed)
+    heads = hill_climb(t["arc"], t["sib"], t["grand"], single_root=single_root, allowed=allowed)
+    got = np.nonzero((trees == heads).all(axis=1))[0]
+    st_ = np.nonzero((trees == start).all(axis=1))[0]
+    assert len(got) == 1, "hill climbing left the space of (allowed) trees"
+    assert heads[0] == -1 and (not single_root or (heads[1:] == 0).sum() == 1)
+    assert scores[got[0]] >= scores[st_[0]] - 1e-9
+    neighbours = np.nonzero((trees != heads).sum(axis=1) == 1)[0]
+    assert (scores[neighbours] <= scores[got[0]] + 1e-9).all()
+
+
+def test_hill_climb_grandparent_gain_on_compact_index():
+    """Compact index: the same tree as with dense tensors."""
+    rng = np.random.default_rng(3)
+    n = 9
+    t = random_tensors(rng, n, ("arc", "sib", "grand"))
+    allowed = rng.random((n + 1, n + 1)) < 0.6
+    allowed[0, 1:] = True
+    allowed[1, 2:] = True
+    index = PartIndex.compact(allowed)
+    N = n + 1
+    sib = np.zeros(index.n_sib)
+    grand = np.zeros(index.n_grand)
+    for h in range(N):
+        for a in range(N):
+            for b in range(1, N):
+                if index.slot[h, a] >= 0 and index.slot[h, b] >= 0:
+                    W = index.width[h]
+                    sib[index.sib_off[h] + index.slot[h, a] * W + index.slot[h, b]] = t["sib"][h, a, b]
+    for g in range(N):
+        for h in range(1, N):
+            if index.arcid[g, h] >= 0:
+                for m in range(1, N):
+                    if index.slot[h, m] > 0:
+                        grand[index.grand_off[index.arcid[g, h]] + index.slot[h, m]] = t["grand"][g, h, m]
+    want = hill_climb(t["arc"], t["sib"], t["grand"], allowed=allowed)
+    got = hill_climb(t["arc"], sib, grand, index=index)
+    assert np.array_equal(want, got)
+    proj = grand_sibling_decode(t["arc"], t["sib"], t["grand"], allowed=allowed)
+    assert score_tree(got, index, t["arc"], sib, grand) >= score_tree(proj, index, t["arc"], sib, grand)
 
 
 def test_hill_climb_finds_non_projective_gain():

@@ -74,6 +74,47 @@ def test_part_scores_equal_weights_dot_tree_features(sample, parts, outer):
             assert got == pytest.approx(want, rel=1e-9, abs=1e-6)
 
 
+def random_tree(rng, n):
+    """A random single-root tree (projective or not): random attachment order."""
+    heads = np.full(n + 1, -1, dtype=np.int64)
+    order = rng.permutation(np.arange(1, n + 1))
+    heads[order[0]] = 0
+    for i, m in enumerate(order[1:], start=1):
+        heads[m] = order[rng.integers(i)]
+    return heads
+
+
+def test_non_projective_part_scores_equal_weights_dot_tree_features(sample):
+    """part_scores(projective=False) scores every part of non-projective trees too."""
+    train, _ = sample
+    sents = [s for s in train if 6 <= len(s) <= 14][:6]
+    fs = FeatureSet("mcdonald", bits=16).fit(train)
+    hof = HigherOrderFeatures(("sib", "grand"), 16)
+    rng = np.random.default_rng(5)
+    w = rng.normal(size=1 << 16)
+    crossing = 0
+    for s, enc in zip(sents, fs.encode(sents)):
+        n = len(s)
+        trees = [random_tree(rng, n) for _ in range(4)]
+        allowed = rng.random((n + 1, n + 1)) < 0.3
+        for heads in trees:
+            allowed[heads[1:], np.arange(1, n + 1)] = True
+        index = PartIndex.compact(allowed)
+        ps = hof.part_scores(enc.codes, index, w, projective=False)
+        arc = rng.normal(size=(n + 1, n + 1))
+        for heads in trees:
+            f = np.zeros(1 << 16)
+            hof.accumulate_tree(enc.codes, heads, f)
+            got = score_tree(heads, index, arc, ps["sib"], ps["grand"])
+            want = float(f @ w) + arc[heads[1:], np.arange(1, n + 1)].sum()
+            assert got == pytest.approx(want, rel=1e-9, abs=1e-6)
+            g = heads[heads[1:]]
+            m = np.arange(1, n + 1)
+            crossing += int(((g > 0) & (np.minimum(heads[1:], m) < g)
+                             & (g < np.maximum(heads[1:], m))).sum())
+    assert crossing > 0   # grandparents inside the span of h -> m were exercised
+
+
 def test_parse_parts():
     assert parse_parts(2, None) == ("sib", "grand")
     assert parse_parts(3, None) == ("sib", "grand", "gsib", "trisib")
@@ -244,3 +285,58 @@ def test_sparse_mira_update_matches_dense_reference(sample, order):
     model.hof.accumulate_tree(enc.codes, pred, dense, -1.0)
     ids, d = model._sparse_diff(enc, gold, pred, True)
     assert np.array_equal(ids, np.flatnonzero(dense)) and np.array_equal(d, dense[ids])
+
+
+def test_non_projective_order_2_fits_non_projective_trees(sample, tmp_path):
+    """--decoder cle (projective DP + hill-climbing) reaches 100% train UAS on a tiny
+    treebank with non-projective trees, which the projective model cannot; the
+    option survives save/load."""
+    from arboreal.models import load_model
+    from arboreal.trees import is_projective
+
+    train = [s for s in sample[0] if len(s) <= 25]
+    nonproj = [s for s in train if not is_projective(s.heads)][:4]
+    tiny = nonproj + [s for s in train if is_projective(s.heads)][:8]
+    assert len(nonproj) == 4
+    gold = np.concatenate([s.heads[1:] for s in tiny])
+    opts = dict(order=2, epochs=10, pruner_epochs=2, bits=18, learner="mira", max_heads=1000,
+                threshold=0.0)
+    model = HigherOrderParser(projective=False, **opts).train(tiny)
+    pred = model.predict_heads(tiny)
+    assert np.array_equal(np.concatenate([h[1:] for h in pred]), gold)
+    assert not all(is_projective(h) for h in pred)
+    proj = HigherOrderParser(**opts).train(tiny)
+    assert all(is_projective(h) for h in proj.predict_heads(tiny))
+    model.save(tmp_path / "np.npz")
+    again = load_model(tmp_path / "np.npz")
+    assert again.projective is False
+    for a, b in zip(pred, again.predict_heads(tiny)):
+        assert np.array_equal(a, b)
+    with pytest.raises(ValueError, match="sibling and grandparent parts only"):
+        HigherOrderParser(order=3, projective=False)
+
+
+def test_old_model_files_load_as_projective(trained, tmp_path):
+    """Files written before the projective option (no key) load as projective."""
+    from arboreal.models.serialization import load_model_file, save_model_file
+
+    _, models = trained
+    models[2].save(tmp_path / "m.npz")
+    meta, arrays = load_model_file(tmp_path / "m.npz")
+    assert meta["options"].pop("projective") is True
+    save_model_file(tmp_path / "old.npz", meta, arrays)
+    assert HigherOrderParser.load(tmp_path / "old.npz").projective is True
+
+
+def test_cli_decoder_cle_selects_hill_climbing(tmp_path):
+    from arboreal.cli import main
+    from arboreal.io.conllu import write_conllu
+
+    small = tmp_path / "train.conllu"
+    write_conllu(read_conllu(SAMPLE / "en_ewt-sample-train.conllu")[:40], small)
+    model = tmp_path / "m.npz"
+    assert main(["train", str(small), "--order", "2", "--decoder", "cle", "--epochs", "1",
+                 "--hash-bits", "16", "-o", str(model), "--quiet"]) == 0
+    assert HigherOrderParser.load(model).projective is False
+    assert main(["train", str(small), "--order", "2", "--decoder", "auto", "--epochs", "1",
+                 "-o", str(model), "--quiet"]) == 2

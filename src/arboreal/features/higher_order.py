@@ -162,9 +162,11 @@ def _dot(w, buf, k):
 
 @njit(cache=True)
 def part_scores_kernel(codes, slot, width, arcid, sib_off, grand_off, gsib_off, tri_off,
-                       w, mask, use_sib, use_grand, use_gsib, use_tri,
+                       w, mask, use_sib, use_grand, use_gsib, use_tri, projective,
                        sib_out, grand_out, gsib_out, tri_out):
-    """Fill the compact flat score arrays of every part the decoders can read."""
+    """Fill the compact flat score arrays of every part the decoders can read
+    (``projective``: only grandparents outside the span of h -> m, the only ones a
+    projective tree can have)."""
     n = codes.shape[1] - 3
     umask = np.uint64(mask)
     buf = np.empty(_BUF, dtype=np.int64)
@@ -206,7 +208,7 @@ def part_scores_kernel(codes, slot, width, arcid, sib_off, grand_off, gsib_off, 
                 if h > 0 and (use_gsib or (use_grand and a == h)):
                     for g in range(n + 1):
                         ag = arcid[g, h]
-                        if ag < 0 or lo <= g <= hi:
+                        if ag < 0 or g == b or (projective and lo <= g <= hi):
                             continue
                         if use_grand and a == h:
                             k = grand_ids(codes, g, h, b, umask, buf)
@@ -299,11 +301,14 @@ class HigherOrderFeatures:
     def flags(self) -> tuple[bool, bool, bool, bool]:
         return tuple(k in self.parts for k in KINDS)  # type: ignore[return-value]
 
-    def part_scores(self, codes: np.ndarray, index, w: np.ndarray) -> dict[str, np.ndarray | None]:
+    def part_scores(self, codes: np.ndarray, index, w: np.ndarray, projective: bool = True
+                    ) -> dict[str, np.ndarray | None]:
         """Flat compact score arrays (see ``PartIndex``) for every readable part.
 
         codes: an EncodedSentence's ``codes``; index: a ``PartIndex`` of the same
-        sentence; w: (2**bits,) weights. Returns {kind: flat array or None}.
+        sentence; w: (2**bits,) weights. ``projective=False`` also scores the
+        grandparent parts only non-projective trees have (g inside the span of
+        h -> m, for hill-climbing). Returns {kind: flat array or None}.
         Cost: one hash-and-gather pass per candidate part.
         """
         us, ug, ugs, ut = self.flags
@@ -312,7 +317,7 @@ class HigherOrderFeatures:
         gsib = np.zeros(index.n_gsib if ugs else 1)
         tri = np.zeros(index.n_tri if ut else 1)
         part_scores_kernel(codes, *index.tables(), w, (1 << self.bits) - 1, us, ug, ugs, ut,
-                           sib, grand, gsib, tri)
+                           bool(projective), sib, grand, gsib, tri)
         return {"sib": sib if us else None, "grand": grand if ug else None,
                 "gsib": gsib if ugs else None, "trisib": tri if ut else None}
 

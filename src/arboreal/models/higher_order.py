@@ -1,4 +1,4 @@
-"""Higher-order projective parser: siblings, grandparents, grand-siblings, tri-siblings.
+"""Higher-order parser: siblings, grandparents, grand-siblings, tri-siblings.
 
 Pipeline (Koo & Collins 2010):
 
@@ -13,6 +13,9 @@ Pipeline (Koo & Collins 2010):
    on phi(gold) - phi(pred) over arc and part features, loss = wrong heads, step
    ``min(C, (loss - w.diff) / ||diff||^2)`` as in :mod:`arboreal.learn.mira`),
    decoding exactly over the pruned arcs. The pruner is always the perceptron.
+   With ``projective=False`` (``--decoder cle``; sibling and grandparent parts
+   only) the exact projective tree is then improved by hill-climbing over
+   non-projective trees (McDonald & Pereira 2006), in training and parsing.
 
 Orders and parts (``--parts`` overrides): order 2 = siblings + grandparents
 (Model 1 decoder without grand-siblings, O(n^4) but ~O(K^2 n^2) after pruning);
@@ -45,6 +48,7 @@ from arboreal.inference.higher_order import (
     PartIndex,
     grand_sibling_decode,
     grandparent_decode,
+    hill_climb,
     prune_arcs,
     sibling_decode,
     tri_sibling_decode,
@@ -112,7 +116,7 @@ def _scatter_sums(n, hs, ms, offsets, ids, w):
 
 
 class HigherOrderParser:
-    """Second/third-order projective parser trained with the averaged perceptron or MIRA.
+    """Second/third-order parser trained with the averaged perceptron or MIRA.
 
     Args:
         order: 1, 2 or 3 (default parts per order: see the module docstring).
@@ -128,6 +132,10 @@ class HigherOrderParser:
         single_root: exactly one word attached to the root.
         learner: "perceptron" or "mira" (averaged 1-best MIRA) for the model epochs.
         C: MIRA's step bound (default inf, as in McDonald et al. 2006).
+        projective: True (default): exact projective decoding. False (sibling and
+            grandparent parts only): the projective tree is improved by hill-climbing
+            over non-projective trees under the same part scores and pruning
+            (McDonald & Pereira 2006), in training and parsing alike.
     """
 
     model_type = "higher-order"
@@ -136,7 +144,7 @@ class HigherOrderParser:
                  features: str = "mcdonald", bits: int = 22, epochs: int = 10,
                  pruner_epochs: int = 5, max_heads: int = 10, threshold: float = 1e-4,
                  single_root: bool = True, seed: int = 0, learner: str = "perceptron",
-                 prune_temperature: float = 30.0, C: float = np.inf):
+                 prune_temperature: float = 30.0, C: float = np.inf, projective: bool = True):
         if learner not in LEARNERS:
             raise ValueError(f"learner {learner!r} is not available for higher-order models "
                              f"(choose from {', '.join(LEARNERS)})")
@@ -145,6 +153,10 @@ class HigherOrderParser:
             raise ValueError("MIRA option C must be > 0")
         self.order = int(order)
         self.parts = parse_parts(self.order, parts)
+        self.projective = bool(projective)
+        if not self.projective and not set(self.parts) <= {"sib", "grand"}:
+            raise ValueError("non-projective decoding (hill-climbing) supports sibling and "
+                             "grandparent parts only")
         self.features_name = features
         self.bits = int(bits)
         self.epochs = int(epochs)
@@ -172,6 +184,8 @@ class HigherOrderParser:
     def _decode(self, arc: np.ndarray, index: PartIndex, ps: dict) -> np.ndarray:
         p = set(self.parts)
         sr = self.single_root
+        if not self.projective:
+            return hill_climb(arc, ps.get("sib"), ps.get("grand"), single_root=sr, index=index)
         if not p or p == {"sib"}:
             return sibling_decode(arc, ps.get("sib"), single_root=sr, index=index)
         if p == {"grand"}:
@@ -213,7 +227,7 @@ class HigherOrderParser:
     def _predict(self, enc, allowed: np.ndarray, w: np.ndarray) -> np.ndarray:
         index = PartIndex.compact(allowed)
         arc = self._kept_arc_scores(enc, index.allowed, w)
-        ps = self.hof.part_scores(enc.codes, index, w) if self.parts else {}
+        ps = self.hof.part_scores(enc.codes, index, w, self.projective) if self.parts else {}
         return self._decode(arc, index, ps)
 
     # ------------------------------------------------------------------ training
@@ -444,7 +458,7 @@ class HigherOrderParser:
                 "max_heads": self.max_heads, "threshold": self.threshold,
                 "prune_temperature": self.prune_temperature, "single_root": self.single_root,
                 "seed": self.seed, "learner": self.learner,
-                "C": None if np.isinf(self.C) else self.C}
+                "C": None if np.isinf(self.C) else self.C, "projective": self.projective}
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the model atomically as one .npz (no pickle), common arboreal format."""
@@ -484,7 +498,8 @@ class HigherOrderParser:
                     threshold=o["threshold"], prune_temperature=o["prune_temperature"],
                     single_root=o["single_root"], seed=o["seed"],
                     learner=o.get("learner", "perceptron"),
-                    C=np.inf if o.get("C") is None else o["C"])
+                    C=np.inf if o.get("C") is None else o["C"],
+                    projective=o.get("projective", True))
             fcfg = meta["features"]
             p.features_name = fcfg["name"]
             vocabs = {k[len("vocab_"):]: v for k, v in arrays.items() if k.startswith("vocab_")}
@@ -515,7 +530,9 @@ def train(train_sentences: list, dev: list | None = None, order: int = 2,
     """Entry point of ``arboreal train --order 2|3 [--parts ...]`` (the CLI's hook).
 
     ``log`` receives the first-order parser's EpochReport objects (one per model
-    epoch). learner: "perceptron" or "mira" (others raise ArborealError).
+    epoch). learner: "perceptron" or "mira" (others raise ArborealError). decoder:
+    "eisner" (exact projective) or "cle" (non-projective: projective decoding then
+    hill-climbing; sibling and grandparent parts only).
     Options (``--learner-option KEY=VALUE``): C (mira only, default inf), pruner_epochs (default = epochs),
     max_heads (10), threshold (1e-4), prune_temperature (30; chosen on EWT dev:
     T=10 kept 96.8% of gold arcs and gave order 2 dev UAS 82.35, T=30 98.6% and 84.20).
@@ -525,8 +542,9 @@ def train(train_sentences: list, dev: list | None = None, order: int = 2,
     if learner not in LEARNERS:
         raise ArborealError(f"learner {learner!r} is not supported with --order 2/3; "
                             f"choose from {', '.join(LEARNERS)}")
-    if decoder != "eisner":
-        raise ArborealError("higher-order models decode projectively: use --decoder eisner")
+    if decoder not in ("eisner", "cle"):
+        raise ArborealError("higher-order models take --decoder eisner (projective) or cle "
+                            "(projective tree + hill-climbing over non-projective trees)")
     if feature_cutoff:
         raise ArborealError("--feature-cutoff is not supported with --order 2/3")
     allowed_opts = {"pruner_epochs", "max_heads", "threshold", "prune_temperature"}
@@ -547,7 +565,8 @@ def train(train_sentences: list, dev: list | None = None, order: int = 2,
                                   threshold=options.get("threshold", 1e-4),
                                   prune_temperature=options.get("prune_temperature", 30.0),
                                   single_root=single_root, seed=seed, learner=learner,
-                                  C=float(options.get("C", np.inf)))
+                                  C=float(options.get("C", np.inf)),
+                                  projective=decoder == "eisner")
     except ValueError as exc:
         raise ArborealError(str(exc)) from None
     report = None

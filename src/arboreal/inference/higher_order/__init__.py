@@ -43,12 +43,13 @@ function                   parts                         time    space
                            child per side (Model 2)
 =========================  ============================  ======  ======
 
-``hill_climb_sibling`` improves a projective tree into a non-projective one
-under the sibling factorization (McDonald & Pereira 2006's approximation).
+``hill_climb`` improves a projective tree into a non-projective one under the
+sibling (+ grandparent) factorization (McDonald & Pereira 2006's approximation;
+``hill_climb_sibling`` without grandparents).
 ``prune_arcs`` keeps the likely arcs from first-order marginals.
 """
 from arboreal.inference.higher_order.grandparent import grandparent_decode
-from arboreal.inference.higher_order.hill_climb import hill_climb_sibling
+from arboreal.inference.higher_order.hill_climb import hill_climb, hill_climb_sibling
 from arboreal.inference.higher_order.parts import PartIndex, score_tree
 from arboreal.inference.higher_order.pruning import prune_arcs
 from arboreal.inference.higher_order.sibling import sibling_decode
@@ -58,6 +59,7 @@ __all__ = [
     "PartIndex",
     "grand_sibling_decode",
     "grandparent_decode",
+    "hill_climb",
     "hill_climb_sibling",
     "prune_arcs",
     "score_tree",

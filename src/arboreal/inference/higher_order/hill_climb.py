@@ -1,11 +1,14 @@
-"""Non-projective approximation for the sibling model (McDonald & Pereira 2006).
+"""Non-projective approximation for second-order models (McDonald & Pereira 2006).
 
 Exact non-projective decoding with sibling parts is NP-hard, so McDonald &
 Pereira start from the best projective tree and greedily apply the single head
 change (word m gets head h') that raises the score most while keeping a tree,
-until no change helps. Each change is scored in O(n) from the sibling chains of
-the old and the new head only, so one round costs O(n^3) in the worst case
-(n^2 candidate changes); rounds repeat until no gain.
+until no change helps. Here the factorization may hold grandparent parts too
+(the siblings + grandparents second order): moving m from h to h' changes only
+the sibling chains of h and h' on m's side, the grandparent part of arc -> m and
+the grandparent parts of m's own children, so each change is scored in O(n)
+and one round costs O(n^2 K) (n K candidate changes over the kept arcs); rounds
+repeat until no gain.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ from numba import njit
 
 from arboreal.inference.higher_order.parts import PartIndex, check_arc, dense_sizes, flat
 from arboreal.inference.higher_order.sibling import sibling_decode
+from arboreal.inference.higher_order.third_order import grand_sibling_decode
 
 
 @njit(cache=True)
@@ -34,7 +38,39 @@ def _side_score(heads, h, d, slot, width, sib_off, sib):
 
 
 @njit(cache=True)
-def _hill_climb(heads, arc, slot, width, sib_off, sib, use_sib, single_root, max_rounds):
+def _grand_score(heads, m, slot, arcid, grand_off, grand):
+    """Grandparent parts that depend on m's head: g -> h -> m and h -> m -> c."""
+    n = heads.shape[0] - 1
+    h = heads[m]
+    total = 0.0
+    if h > 0:
+        a = arcid[heads[h], h]
+        if a >= 0:
+            total += grand[grand_off[a] + slot[h, m]]
+    a = arcid[h, m]
+    if a >= 0:
+        for c in range(1, n + 1):
+            if heads[c] == m:
+                total += grand[grand_off[a] + slot[m, c]]
+    return total
+
+
+@njit(cache=True)
+def _local(heads, m, h0, d0, h1, d1, slot, width, arcid, sib_off, grand_off, sib, grand,
+           use_sib, use_grand):
+    """The parts that a move of m between h0 and h1 can change, under ``heads``."""
+    total = 0.0
+    if use_sib:
+        total += _side_score(heads, h0, d0, slot, width, sib_off, sib)
+        total += _side_score(heads, h1, d1, slot, width, sib_off, sib)
+    if use_grand:
+        total += _grand_score(heads, m, slot, arcid, grand_off, grand)
+    return total
+
+
+@njit(cache=True)
+def _hill_climb(heads, arc, slot, width, arcid, sib_off, grand_off, sib, grand, use_sib,
+                use_grand, single_root, max_rounds):
     n = heads.shape[0] - 1
     heads = heads.copy()
     for _ in range(max_rounds):
@@ -46,7 +82,6 @@ def _hill_climb(heads, arc, slot, width, sib_off, sib, use_sib, single_root, max
             if single_root and h0 == 0:
                 continue   # the root's only child keeps its head
             d0 = 1 if m > h0 else -1
-            before0 = _side_score(heads, h0, d0, slot, width, sib_off, sib) if use_sib else 0.0
             for h1 in range(n + 1):
                 if h1 == m or h1 == h0 or slot[h1, m] < 0:
                     continue
@@ -58,14 +93,15 @@ def _hill_climb(heads, arc, slot, width, sib_off, sib, use_sib, single_root, max
                 if a == m:
                     continue
                 gain = arc[h1, m] - arc[h0, m]
-                if use_sib:
+                if use_sib or use_grand:
                     d1 = 1 if m > h1 else -1
-                    before1 = _side_score(heads, h1, d1, slot, width, sib_off, sib)
+                    before = _local(heads, m, h0, d0, h1, d1, slot, width, arcid, sib_off,
+                                    grand_off, sib, grand, use_sib, use_grand)
                     heads[m] = h1
-                    after0 = _side_score(heads, h0, d0, slot, width, sib_off, sib)
-                    after1 = _side_score(heads, h1, d1, slot, width, sib_off, sib)
+                    after = _local(heads, m, h0, d0, h1, d1, slot, width, arcid, sib_off,
+                                   grand_off, sib, grand, use_sib, use_grand)
                     heads[m] = h0
-                    gain += after0 + after1 - before0 - before1
+                    gain += after - before
                 if gain > best_gain:
                     best_gain = gain
                     best_m = m
@@ -76,26 +112,41 @@ def _hill_climb(heads, arc, slot, width, sib_off, sib, use_sib, single_root, max
     return heads
 
 
-def hill_climb_sibling(arc: np.ndarray, sib: np.ndarray | None = None, *,
-                       heads: np.ndarray | None = None, single_root: bool = True,
-                       allowed: np.ndarray | None = None, index: PartIndex | None = None,
-                       max_rounds: int = 1000) -> np.ndarray:
-    """Non-projective tree under arc + sibling scores, by greedy head changes.
+def hill_climb(arc: np.ndarray, sib: np.ndarray | None = None, grand: np.ndarray | None = None,
+               *, heads: np.ndarray | None = None, single_root: bool = True,
+               allowed: np.ndarray | None = None, index: PartIndex | None = None,
+               max_rounds: int = 1000) -> np.ndarray:
+    """Non-projective tree under arc + sibling (+ grandparent) scores, by greedy head changes.
 
-    Starts from ``heads`` (default: :func:`sibling_decode`'s best projective
-    tree) and returns a tree whose score is at least the start's. Arguments and
-    score layout as in :func:`sibling_decode`. Returns heads (n+1,) int64.
+    Starts from ``heads`` (default: the best projective tree, :func:`sibling_decode`
+    or, with ``grand``, :func:`grand_sibling_decode`) and returns a tree whose score
+    is at least the start's, and that no single head change improves. Arguments and
+    score layout as in :func:`grand_sibling_decode` (dense ``grand[g, h, m]`` or the
+    flat compact array of ``index``; grandparent scores must be filled for every
+    kept g -> h -> m, g inside the span of h -> m too). Pruned arcs are never used.
+    Returns heads (n+1,) int64. O(n^2 K) per round.
     """
     arc = check_arc(arc)
     n = arc.shape[0] - 1
     if index is None:
-        dense_sizes(n, arc, sib=sib)
+        dense_sizes(n, arc, sib=sib, grand=grand)
         index = PartIndex.dense(n, allowed)
-    s, used = flat(sib, index.n_sib, "sib")
+    s, us = flat(sib, index.n_sib, "sib")
+    g, ug = flat(grand, index.n_grand, "grand")
     if heads is None:
-        heads = sibling_decode(arc, s if used else None, single_root=single_root, index=index)
+        if ug:
+            heads = grand_sibling_decode(arc, s if us else None, g, single_root=single_root,
+                                         index=index)
+        else:
+            heads = sibling_decode(arc, s if us else None, single_root=single_root, index=index)
     heads = np.ascontiguousarray(heads, dtype=np.int64)
     if heads.shape != (n + 1,):
         raise ValueError(f"heads must have shape ({n + 1},), got {heads.shape}")
-    return _hill_climb(heads, arc, index.slot, index.width, index.sib_off, s, used,
-                       single_root, max_rounds)
+    return _hill_climb(heads, arc, index.slot, index.width, index.arcid, index.sib_off,
+                       index.grand_off, s, g, us, ug, single_root, max_rounds)
+
+
+def hill_climb_sibling(arc: np.ndarray, sib: np.ndarray | None = None, **kwargs) -> np.ndarray:
+    """:func:`hill_climb` without grandparent parts (the sibling model of McDonald &
+    Pereira 2006). Same keyword arguments."""
+    return hill_climb(arc, sib, None, **kwargs)

@@ -54,7 +54,8 @@ def add_parser(subparsers) -> None:
                    help="perceptron (default), mira, kbest-mira, factored-mira, or another "
                         "registered learner")
     p.add_argument("--decoder", choices=("eisner", "cle", "auto"), default="eisner",
-                   help="eisner: projective (default); cle: non-projective Chu-Liu-Edmonds; "
+                   help="eisner: projective (default); cle: non-projective Chu-Liu-Edmonds "
+                        "(with --order 2: projective tree + hill-climbing); "
                         "auto: train non-projectively, pick the decoder on dev")
     p.add_argument("--multi-root", action="store_true",
                    help="allow several words attached to the root")

@@ -109,6 +109,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "factored-mira": ("arboreal.learn.mira", "FactoredMira"),
     # the marginal-based learners register here:
     "loglinear": ("arboreal.learn.loglinear", "LogLinear"),
+    "loglinear-labeled": ("arboreal.learn.labeled_loglinear", "LabeledLogLinear"),
     "eg": ("arboreal.learn.eg", "ExponentiatedGradient"),
 }
 

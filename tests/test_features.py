@@ -44,9 +44,10 @@ def corpus():
     return sents
 
 
+@pytest.mark.parametrize("spread", [True, False])
 @pytest.mark.parametrize("name", ["mcdonald", "default"])
-def test_arc_scores_match_reference_dot_product(corpus, name):
-    fs = FeatureSet(name, bits=14).fit(corpus[:4])
+def test_arc_scores_match_reference_dot_product(corpus, name, spread):
+    fs = FeatureSet(name, bits=14, spread=spread).fit(corpus[:4])
     w = np.random.default_rng(2).standard_normal(fs.dim)
     for enc in fs.encode(corpus):
         scores = fs.arc_scores(enc, w)
@@ -55,7 +56,8 @@ def test_arc_scores_match_reference_dot_product(corpus, name):
             for m in range(1, n + 1):
                 if h == m:
                     continue
-                ids = reference_arc_ids(enc.codes, fs.table, h, m, np.zeros(0, int), LONG, fs.bits)
+                ids = reference_arc_ids(enc.codes, fs.table, h, m, np.zeros(0, int), LONG, fs.bits,
+                                        spread)
                 assert ids, "every arc has features"
                 assert scores[h, m] == pytest.approx(sum(w[i] for i in ids), abs=1e-9)
         assert (scores[:, 0] == 0).all() and (np.diag(scores) == 0).all()
@@ -73,9 +75,10 @@ def test_unknown_words_get_unk_code_and_prefix_templates_need_long_words(corpus)
     assert k_long > k_short
 
 
+@pytest.mark.parametrize("spread", [True, False])
 @pytest.mark.parametrize("name", ["mcdonald", "default"])
-def test_accumulate_agrees_with_arc_scores(corpus, name):
-    fs = FeatureSet(name, bits=14).fit(corpus)
+def test_accumulate_agrees_with_arc_scores(corpus, name, spread):
+    fs = FeatureSet(name, bits=14, spread=spread).fit(corpus)
     rng = np.random.default_rng(3)
     w = rng.standard_normal(fs.dim)
     for enc, s in zip(fs.encode(corpus), corpus):
@@ -94,7 +97,8 @@ def test_accumulate_agrees_with_arc_scores(corpus, name):
         hs, ms = np.nonzero(mask)
         offsets, ids = fs.arc_features(enc, hs, ms)
         for i, (h, m) in enumerate(zip(hs, ms)):
-            ref = reference_arc_ids(enc.codes, fs.table, h, m, np.zeros(0, int), LONG, fs.bits)
+            ref = reference_arc_ids(enc.codes, fs.table, h, m, np.zeros(0, int), LONG, fs.bits,
+                                    spread)
             assert sorted(ids[offsets[i]:offsets[i + 1]].tolist()) == sorted(ref)
 
 
@@ -137,3 +141,21 @@ def test_bad_options():
         FeatureSet(["h.word q.pos"])
     with pytest.raises(RuntimeError):
         FeatureSet("mcdonald").encode([])
+
+
+def test_spread_rotates_slots_and_old_configs_load_unrotated(corpus):
+    rotated = FeatureSet("default", bits=14).fit(corpus)
+    assert rotated.spread and rotated.config()["spread"] is True
+    enc = rotated.encode(corpus[:1])[0]
+    plain = reference_arc_ids(enc.codes, rotated.table, 0, 1, np.zeros(0, int), LONG, 14, False)
+    spread = reference_arc_ids(enc.codes, rotated.table, 0, 1, np.zeros(0, int), LONG, 14, True)
+    # same blocks, but the plain slot is no longer always the first of its block
+    assert [i // 16 for i in plain] == [i // 16 for i in spread]
+    assert all(i % 16 == 0 for i in plain[::2]) and any(i % 16 for i in spread[::2])
+    cfg = rotated.config()
+    del cfg["spread"]  # a model file written before the option existed
+    old = FeatureSet.from_config(cfg, rotated.vocabs, None)
+    w = np.random.default_rng(0).standard_normal(old.dim)
+    enc_old = old.encode(corpus[:1])[0]
+    ref = sum(w[i] for i in plain)
+    assert old.arc_scores(enc_old, w)[0, 1] == pytest.approx(ref, abs=1e-9)

@@ -119,13 +119,15 @@ class FeatureSet:
         bits: weight vector size is ``2**bits``.
         cutoff: feature-count cut-off on the gold training trees (0 = none).
         lowercase: lower-case forms before coding (default: True except "mcdonald").
+        spread: rotate each feature's slots inside its hash block (fewer collisions at
+            the same memory; False reproduces model files written before it existed).
 
     Call :meth:`fit` on training sentences (builds the vocabularies and the cut-off
     mask) before :meth:`encode`.
     """
 
     def __init__(self, templates: str | list[str] = "default", bits: int = 23,
-                 cutoff: int = 0, lowercase: bool | None = None):
+                 cutoff: int = 0, lowercase: bool | None = None, spread: bool = True):
         if isinstance(templates, str):
             if templates not in TEMPLATE_SETS:
                 raise ValueError(f"unknown feature set {templates!r}; choose from {sorted(TEMPLATE_SETS)}")
@@ -137,6 +139,7 @@ class FeatureSet:
         if not 10 <= bits <= 30:
             raise ValueError("bits must lie in 10..30")
         self.bits = int(bits)
+        self.spread = int(bool(spread))
         self.cutoff = int(cutoff)
         self.lowercase = (self.name != "mcdonald") if lowercase is None else bool(lowercase)
         self.table = compile_templates(self.templates, ATTR_INDEX)
@@ -206,7 +209,7 @@ class FeatureSet:
             encs = self.encode(sentences)
             for enc, s in zip(encs, sentences):
                 _count_tree(enc.codes, self.table, s.heads.astype(np.int64), LONG,
-                            self.bits, counts)
+                            self.bits, counts, self.spread)
             self.allowed = counts >= self.cutoff
         return self
 
@@ -261,7 +264,7 @@ class FeatureSet:
 
         O(n^2 T + n^3 T_between) gathers from ``weights`` (shape (dim,), any float dtype).
         """
-        return arc_scores_kernel(enc.codes, self.table, weights, LONG, self.bits)
+        return arc_scores_kernel(enc.codes, self.table, weights, LONG, self.bits, self.spread)
 
     def accumulate(self, enc: EncodedSentence, coef: np.ndarray, out: np.ndarray,
                    scale: float = 1.0) -> None:
@@ -271,7 +274,7 @@ class FeatureSet:
         the cut-off are skipped. Cost O(nnz(coef) * T (+ n T_between)).
         """
         _accumulate(enc.codes, self.table, np.ascontiguousarray(coef, dtype=np.float64), out,
-                    float(scale), LONG, self.bits, self._mask_arg())
+                    float(scale), LONG, self.bits, self._mask_arg(), self.spread)
 
     def accumulate_dense(self, enc: EncodedSentence, coef: np.ndarray, out: np.ndarray,
                          scale: float = 1.0) -> None:
@@ -286,7 +289,7 @@ class FeatureSet:
             self.accumulate(enc, coef, out, scale)
             return
         accumulate_dense_kernel(enc.codes, self.table, np.ascontiguousarray(coef, dtype=np.float64),
-                                out, float(scale), LONG, self.bits, self._mask_arg())
+                                out, float(scale), LONG, self.bits, self._mask_arg(), self.spread)
 
     def accumulate_tree(self, enc: EncodedSentence, heads: np.ndarray, out: np.ndarray,
                         scale: float = 1.0) -> None:
@@ -307,19 +310,19 @@ class FeatureSet:
         """
         return _arc_features(enc.codes, self.table, np.asarray(hs, dtype=np.int64),
                              np.asarray(ms, dtype=np.int64), LONG, self.bits,
-                             self._mask_arg())
+                             self._mask_arg(), self.spread)
 
     # ------------------------------------------------------------------ persistence
     def config(self) -> dict:
         """JSON-able description (vocabularies and mask are saved separately as arrays)."""
         return {"name": self.name, "templates": self.templates, "bits": self.bits,
-                "cutoff": self.cutoff, "lowercase": self.lowercase}
+                "cutoff": self.cutoff, "lowercase": self.lowercase, "spread": bool(self.spread)}
 
     @classmethod
     def from_config(cls, cfg: dict, vocabs: dict[str, np.ndarray],
                     allowed: np.ndarray | None) -> "FeatureSet":
         fs = cls(templates=cfg["templates"], bits=cfg["bits"], cutoff=cfg["cutoff"],
-                 lowercase=cfg["lowercase"])
+                 lowercase=cfg["lowercase"], spread=cfg.get("spread", False))
         fs.name = cfg["name"]
         fs.vocabs = {k: np.asarray(v, dtype=str) for k, v in vocabs.items()}
         fs._lookup = {}
@@ -341,7 +344,7 @@ def _n_buf(table, n):
 
 
 @njit(cache=True)
-def _accumulate(codes, table, coef, out, scale, long_attr, bits, allowed):
+def _accumulate(codes, table, coef, out, scale, long_attr, bits, allowed, spread):
     n = codes.shape[1] - 3
     buf = np.empty(_n_buf(table, n), dtype=np.int64)
     G = group_hashes(codes, table, _EMPTY_HEADS)
@@ -351,7 +354,7 @@ def _accumulate(codes, table, coef, out, scale, long_attr, bits, allowed):
             c = coef[h, m]
             if c == 0.0 or h == m:
                 continue
-            k = arc_ids(codes, table, G, h, m, _EMPTY_HEADS, long_attr, bits, buf)
+            k = arc_ids(codes, table, G, h, m, _EMPTY_HEADS, long_attr, bits, buf, spread)
             v = scale * c
             for i in range(k):
                 f = buf[i]
@@ -361,7 +364,7 @@ def _accumulate(codes, table, coef, out, scale, long_attr, bits, allowed):
 
 
 @njit(cache=True)
-def _arc_features(codes, table, hs, ms, long_attr, bits, allowed):
+def _arc_features(codes, table, hs, ms, long_attr, bits, allowed, spread):
     n = codes.shape[1] - 3
     buf = np.empty(_n_buf(table, n), dtype=np.int64)
     G = group_hashes(codes, table, _EMPTY_HEADS)
@@ -371,7 +374,7 @@ def _arc_features(codes, table, hs, ms, long_attr, bits, allowed):
     ids = np.empty(cap, dtype=np.int64)
     pos = 0
     for i in range(hs.shape[0]):
-        k = arc_ids(codes, table, G, hs[i], ms[i], _EMPTY_HEADS, long_attr, bits, buf)
+        k = arc_ids(codes, table, G, hs[i], ms[i], _EMPTY_HEADS, long_attr, bits, buf, spread)
         if pos + k > ids.shape[0]:
             new = np.empty(max(2 * ids.shape[0], pos + k), dtype=np.int64)
             new[:pos] = ids[:pos]
@@ -387,7 +390,7 @@ def _arc_features(codes, table, hs, ms, long_attr, bits, allowed):
 
 
 @njit(cache=True)
-def _count_tree(codes, table, heads, long_attr, bits, counts):
+def _count_tree(codes, table, heads, long_attr, bits, counts, spread):
     n = codes.shape[1] - 3
     buf = np.empty(_n_buf(table, n), dtype=np.int64)
     G = group_hashes(codes, table, _EMPTY_HEADS)
@@ -395,6 +398,6 @@ def _count_tree(codes, table, heads, long_attr, bits, counts):
         h = heads[m]
         if h < 0:
             continue
-        k = arc_ids(codes, table, G, h, m, _EMPTY_HEADS, long_attr, bits, buf)
+        k = arc_ids(codes, table, G, h, m, _EMPTY_HEADS, long_attr, bits, buf, spread)
         for i in range(k):
             counts[buf[i]] += 1

@@ -5,10 +5,12 @@ arc being scored (head ``h``, modifier ``m``, a word ``b`` between them, the
 grandparent, a child of ``m``, a sibling of ``m``) with an offset of -1, 0 or +1.
 A feature id is a 64-bit hash of ``(template id, code_1, ..., code_k)`` reduced to
 a block of ``BLOCK`` weights among ``2**bits``; every template fires twice, once
-plain (offset 0 of the block) and once conjoined with the attachment direction and
-distance bucket (offset 1..14), as MSTParser does: the plain copy is the back-off of
+plain (slot 0 of the block) and once conjoined with the attachment direction and
+distance bucket (slots 1..14), as MSTParser does: the plain copy is the back-off of
 the conjoined one. Keeping both in one cache line halves the memory traffic of
-scoring, which is bound by random gathers from the weight vector.
+scoring, which is bound by random gathers from the weight vector. With ``spread``
+(the default of new feature sets) the slots are rotated by a second part of the
+hash, so features sharing a block rarely share a slot (see :func:`_slot`).
 
 Templates are data: an int64 table ``(T, 3 + 3 * MAX_SLOTS)`` with rows
 ``[n_slots, cond, loop_anchor, attr_1, anchor_1, offset_1, ...]``, interpreted by the
@@ -128,12 +130,26 @@ def _fires(codes, cond, long_attr, h, m):
 
 
 @njit(cache=True, inline="always")
-def _block(v, shift):
-    return np.int64(((v * _K) >> shift) & ~np.uint64(BLOCK - 1))
+def _pos(v, shift):
+    """Top ``bits`` bits of a feature's mixed hash: its block (``& ~(BLOCK-1)``) and
+    its rotation inside the block (``& (BLOCK-1)``)."""
+    return np.int64((v * _K) >> shift)
+
+
+@njit(cache=True, inline="always")
+def _slot(x, k, spread):
+    """Weight index of slot k (0 plain, 1..14 direction/distance) of the feature at ``x``.
+
+    ``spread`` rotates the slots by the feature's own offset inside the block, so two
+    features that share a block collide on a slot only by chance (1/BLOCK) instead of
+    on all of them; ``spread = 0`` is the unrotated layout of older model files.
+    """
+    r = x & (BLOCK - 1) if spread else 0
+    return (x & ~np.int64(BLOCK - 1)) + ((r + k) & (BLOCK - 1))
 
 
 @njit(cache=True)
-def arc_ids(codes, tmpl, G, h, m, heads, long_attr, bits, buf):
+def arc_ids(codes, tmpl, G, h, m, heads, long_attr, bits, buf, spread=0):
     """Write the feature ids of arc (h, m) into ``buf``; return how many.
 
     codes (A, n+3) int32; tmpl (T, 3+3*MAX_SLOTS) int64; G = group_hashes(...);
@@ -157,9 +173,9 @@ def arc_ids(codes, tmpl, G, h, m, heads, long_attr, bits, buf):
         loop = tmpl[t, 2]
         hv0 = G[0, h + 1, t] ^ G[1, m + 1, t] ^ G[3, g + 1, t]
         if loop < 0:
-            base = _block(hv0 ^ G[2, 0, t], shift)
-            buf[k] = base
-            buf[k + 1] = base + dd
+            x = _pos(hv0 ^ G[2, 0, t], shift)
+            buf[k] = _slot(x, 0, spread)
+            buf[k + 1] = _slot(x, dd, spread)
             k += 2
         else:
             for x in range(0, n + 1):
@@ -172,9 +188,9 @@ def arc_ids(codes, tmpl, G, h, m, heads, long_attr, bits, buf):
                 else:
                     if x == 0 or x == m or heads[x] != h:
                         continue
-                base = _block(hv0 ^ G[2, x + 1, t], shift)
-                buf[k] = base
-                buf[k + 1] = base + dd
+                xp = _pos(hv0 ^ G[2, x + 1, t], shift)
+                buf[k] = _slot(xp, 0, spread)
+                buf[k + 1] = _slot(xp, dd, spread)
                 k += 2
     return k
 
@@ -282,7 +298,7 @@ def _fires_at(cond, hlong, mlong):
 
 
 @njit(cache=True)
-def arc_scores_kernel(codes, tmpl, w, long_attr, bits):
+def arc_scores_kernel(codes, tmpl, w, long_attr, bits, spread=0):
     """(n+1, n+1) arc scores for templates without grandparent/child/sibling anchors.
 
     Equal to summing ``w`` over :func:`arc_ids` of every arc, organised for memory
@@ -312,9 +328,9 @@ def arc_scores_kernel(codes, tmpl, w, long_attr, bits):
         hx = G[0, 0, t] ^ G[3, 0, t] ^ G[2, 0, t]
         for m in range(1, n + 1):
             if _fires_at(cond_t[i], False, islong[m]):
-                base = _block(hx ^ G[1, m + 1, t], shift)
+                x = _pos(hx ^ G[1, m + 1, t], shift)
                 for k in range(BLOCK - 1):
-                    msum[m, k] += w[base + k]
+                    msum[m, k] += w[_slot(x, k, spread)]
     ddrow = np.zeros(n + 1, dtype=np.int64)
     row = np.zeros(n + 1)
     hsum = np.zeros(BLOCK)
@@ -330,19 +346,19 @@ def arc_scores_kernel(codes, tmpl, w, long_attr, bits):
             hx = G[0, h + 1, t] ^ G[3, 0, t] ^ G[2, 0, t]
             if side[i] == 1:
                 if _fires_at(cond, hlong, False):
-                    base = _block(hx ^ G[1, 0, t], shift)
+                    x = _pos(hx ^ G[1, 0, t], shift)
                     for k in range(BLOCK - 1):
-                        hsum[k] += w[base + k]
+                        hsum[k] += w[_slot(x, k, spread)]
             elif side[i] == 0:
                 if cond == 0 or ((cond & 1) != 0 and hlong):
                     for m in range(1, n + 1):
-                        base = _block(hx ^ G[1, m + 1, t], shift)
-                        row[m] += w[base] + w[base + ddrow[m]]
+                        x = _pos(hx ^ G[1, m + 1, t], shift)
+                        row[m] += w[_slot(x, 0, spread)] + w[_slot(x, ddrow[m], spread)]
                 elif (cond & 2) != 0:
                     for m in range(1, n + 1):
                         if islong[m]:
-                            base = _block(hx ^ G[1, m + 1, t], shift)
-                            row[m] += w[base] + w[base + ddrow[m]]
+                            x = _pos(hx ^ G[1, m + 1, t], shift)
+                            row[m] += w[_slot(x, 0, spread)] + w[_slot(x, ddrow[m], spread)]
         for m in range(1, n + 1):
             if m != h:
                 d = ddrow[m]
@@ -366,8 +382,8 @@ def arc_scores_kernel(codes, tmpl, w, long_attr, bits):
                     hv0 = G[0, h + 1, t] ^ G[1, m + 1, t] ^ G[3, 0, t]
                     for j in range(nact[li]):
                         c = active[li, j]
-                        base = _block(hv0 ^ rep[li, c], shift)
-                        s += cnt[li, c] * (w[base] + w[base + dd])
+                        x = _pos(hv0 ^ rep[li, c], shift)
+                        s += cnt[li, c] * (w[_slot(x, 0, spread)] + w[_slot(x, dd, spread)])
                 out[h, m] += s
                 _sweep_push(cls, cnt, active, nact, m)
                 m += step
@@ -381,7 +397,7 @@ def _scatter(out, f, v, use_mask, allowed):
 
 
 @njit(cache=True)
-def accumulate_dense_kernel(codes, tmpl, coef, out, scale, long_attr, bits, allowed):
+def accumulate_dense_kernel(codes, tmpl, coef, out, scale, long_attr, bits, allowed, spread=0):
     """``out += scale * sum_{h,m} coef[h, m] f(h, m)`` for a dense coef (n+1, n+1).
 
     The exact adjoint of :func:`arc_scores_kernel` (same hashing, template
@@ -425,17 +441,17 @@ def accumulate_dense_kernel(codes, tmpl, coef, out, scale, long_attr, bits, allo
             hx = G[0, h + 1, t] ^ G[3, 0, t] ^ G[2, 0, t]
             if side[i] == 1:
                 if _fires_at(cond, hlong, False):
-                    base = _block(hx ^ G[1, 0, t], shift)
+                    x = _pos(hx ^ G[1, 0, t], shift)
                     for k in range(BLOCK - 1):
                         if hsum[k] != 0.0:
-                            _scatter(out, base + k, hsum[k], use_mask, allowed)
+                            _scatter(out, _slot(x, k, spread), hsum[k], use_mask, allowed)
             elif side[i] == 0:
                 for m in range(1, n + 1):
                     v = vrow[m]
                     if v != 0.0 and _fires_at(cond, hlong, islong[m]):
-                        base = _block(hx ^ G[1, m + 1, t], shift)
-                        _scatter(out, base, v, use_mask, allowed)
-                        _scatter(out, base + ddrow[m], v, use_mask, allowed)
+                        x = _pos(hx ^ G[1, m + 1, t], shift)
+                        _scatter(out, _slot(x, 0, spread), v, use_mask, allowed)
+                        _scatter(out, _slot(x, ddrow[m], spread), v, use_mask, allowed)
     for i in range(plain_t.shape[0]):
         if side[i] != 2:
             continue
@@ -443,10 +459,10 @@ def accumulate_dense_kernel(codes, tmpl, coef, out, scale, long_attr, bits, allo
         hx = G[0, 0, t] ^ G[3, 0, t] ^ G[2, 0, t]
         for m in range(1, n + 1):
             if _fires_at(cond_t[i], False, islong[m]):
-                base = _block(hx ^ G[1, m + 1, t], shift)
+                x = _pos(hx ^ G[1, m + 1, t], shift)
                 for k in range(BLOCK - 1):
                     if msum[m, k] != 0.0:
-                        _scatter(out, base + k, msum[m, k], use_mask, allowed)
+                        _scatter(out, _slot(x, k, spread), msum[m, k], use_mask, allowed)
     nloop = loop_t.shape[0]
     if nloop == 0:
         return
@@ -467,16 +483,16 @@ def accumulate_dense_kernel(codes, tmpl, coef, out, scale, long_attr, bits, allo
                         hv0 = G[0, h + 1, t] ^ G[1, m + 1, t] ^ G[3, 0, t]
                         for j in range(nact[li]):
                             c = active[li, j]
-                            base = _block(hv0 ^ rep[li, c], shift)
+                            xp = _pos(hv0 ^ rep[li, c], shift)
                             x = v * cnt[li, c]
-                            _scatter(out, base, x, use_mask, allowed)
-                            _scatter(out, base + dd, x, use_mask, allowed)
+                            _scatter(out, _slot(xp, 0, spread), x, use_mask, allowed)
+                            _scatter(out, _slot(xp, dd, spread), x, use_mask, allowed)
                 _sweep_push(cls, cnt, active, nact, m)
                 m += step
 
 
 def reference_arc_ids(codes: np.ndarray, tmpl: np.ndarray, h: int, m: int,
-                      heads: np.ndarray, long_attr: int, bits: int) -> list[int]:
+                      heads: np.ndarray, long_attr: int, bits: int, spread: bool = False) -> list[int]:
     """Pure-Python version of :func:`arc_ids` (slow; the tests' reference)."""
     def mix(hv: int, v: int) -> int:
         return ((hv ^ (v & _MASK64)) * 0x100000001B3) & _MASK64
@@ -520,9 +536,10 @@ def reference_arc_ids(codes: np.ndarray, tmpl: np.ndarray, h: int, m: int,
                     q = min(max(p + off, -1), n + 1)
                     hv = mix(hv, int(codes[a, q + 1]))
                 v ^= fmix(hv)
-            base = (((v * 0x9E3779B97F4A7C15) & _MASK64) >> (64 - bits)) & ~(BLOCK - 1)
-            out.append(base)
-            out.append(base + dd)
+            x = ((v * 0x9E3779B97F4A7C15) & _MASK64) >> (64 - bits)
+            base, r = x & ~(BLOCK - 1), (x & (BLOCK - 1)) if spread else 0
+            out.append(base + r)
+            out.append(base + (r + dd) % BLOCK)
     return out
 
 

@@ -164,3 +164,71 @@ def test_decode_labeled_is_the_best_labeled_tree(sample):
             best = max(S[t[1:], ms].max(axis=-1).sum()
                        for t in all_trees(n, projective=projective, single_root=True))
             assert S[heads[1:], ms, labels[1:]].sum() == pytest.approx(best, rel=1e-12)
+
+
+@pytest.fixture(scope="module")
+def tiny(sample):
+    from arboreal.models.parser import _is_projective
+
+    return [s for s in sample if 3 <= len(s) <= 15 and _is_projective(s.heads)][:25]
+
+
+@pytest.fixture(scope="module")
+def joint_model(tiny):
+    from arboreal.models import Parser
+
+    return Parser.train(tiny, learner="loglinear-labeled", epochs=15, C=100.0, hash_bits=16,
+                        label_feature_bits=12)
+
+
+def test_joint_model_fits_its_training_data(tiny, joint_model):
+    from arboreal.models import attachment_scores
+
+    assert joint_model.label_features is not None
+    assert joint_model.meta["training"]["joint_labels"]
+    assert not joint_model.labeler.W.any()  # labels do not come from the labeler
+    heads, labels = joint_model.predict(tiny)
+    uas, las = attachment_scores(tiny, heads, labels)
+    assert (uas, las) == (100.0, 100.0)
+
+
+def test_joint_model_save_load_round_trip(tmp_path, tiny, joint_model):
+    from arboreal.models import load_model
+
+    path = tmp_path / "joint.model"
+    joint_model.save(path)
+    loaded = load_model(path)
+    assert loaded.label_features is not None
+    np.testing.assert_array_equal(loaded.label_weights, joint_model.label_weights)
+    a, b = joint_model.predict(tiny), loaded.predict(tiny)
+    for x, y in zip(a[0] + a[1], b[0] + b[1]):
+        assert (np.asarray(x) == np.asarray(y)).all()
+
+
+def test_two_stage_model_files_still_load_without_label_features(tmp_path, tiny):
+    from arboreal.models import Parser, load_model
+
+    p = Parser.train(tiny[:8], learner="perceptron", epochs=1, hash_bits=14, label_bits=12)
+    p.save(tmp_path / "two.model")
+    q = load_model(tmp_path / "two.model")
+    assert q.label_features is None and q.label_weights is None
+    assert [list(x) for x in q.predict(tiny[:8])[1]] == [list(x) for x in p.predict(tiny[:8])[1]]
+
+
+def test_cli_labeled_partition(tmp_path, sample):
+    from arboreal.cli import main
+    from arboreal.io.conllu import write_conllu
+
+    model = tmp_path / "m.model"
+    out = tmp_path / "out.conllu"
+    train = tmp_path / "train.conllu"
+    write_conllu(sample[:40], train)
+    assert main(["train", str(train), "-o", str(model), "--learner", "loglinear",
+                 "--labeled-partition", "--iterations", "2", "--hash-bits", "14", "--quiet"]) == 0
+    from arboreal.models import load_model
+
+    assert load_model(model).label_features is not None
+    assert main(["parse", str(model), str(SAMPLE / "en_ewt-sample-test.conllu"), "-o", str(out)]) == 0
+    assert out.read_text().strip()
+    assert main(["train", str(train), "-o", str(model), "--learner", "eg",
+                 "--labeled-partition", "--quiet"]) == 2

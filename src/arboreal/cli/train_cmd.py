@@ -79,6 +79,10 @@ def add_parser(subparsers) -> None:
                         "(weight of the loss term; same as --learner-option C=...)")
     p.add_argument("--iterations", type=_positive, default=None, metavar="N",
                    help="same as --epochs (L-BFGS iterations for loglinear, passes for eg)")
+    p.add_argument("--labeled-partition", action="store_true",
+                   help="with --learner loglinear: train labels jointly with the arcs through "
+                        "the labeled partition function (same as --learner loglinear-labeled) "
+                        "instead of a second-stage label classifier")
     p.add_argument("--no-projectivize", action="store_true",
                    help="with --decoder eisner, train on the trees as given instead of "
                         "their minimum-loss projective versions")
@@ -98,7 +102,11 @@ def run(args) -> int:
         options["C"] = args.C
     if args.iterations is not None:
         args.epochs = args.iterations
-    if args.learner in ("loglinear", "eg") and not args.quiet:
+    if args.labeled_partition:
+        if args.learner not in ("loglinear", "loglinear-labeled") or args.order > 1:
+            raise ArborealError("--labeled-partition needs --learner loglinear (first order)")
+        args.learner = "loglinear-labeled"
+    if args.learner in ("loglinear", "loglinear-labeled", "eg") and not args.quiet:
         options.setdefault("verbose", True)  # objective (EG: dual, primal, gap) per pass
     common = dict(learner=args.learner, decoder=args.decoder, single_root=not args.multi_root,
                   epochs=args.epochs, seed=args.seed, features=args.features,

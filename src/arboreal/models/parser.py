@@ -82,13 +82,19 @@ class Parser:
     model_type = "first-order"
 
     def __init__(self, features: FeatureSet, weights: np.ndarray, labeler: Labeler,
-                 decoder: str = "eisner", single_root: bool = True, meta: dict | None = None):
+                 decoder: str = "eisner", single_root: bool = True, meta: dict | None = None,
+                 label_features=None, label_weights: np.ndarray | None = None):
         self.features = features
         self.weights = np.asarray(weights, dtype=np.float32)
         self.labeler = labeler
         self.decoder = decoder
         self.single_root = bool(single_root)
         self.meta = dict(meta or {})
+        # jointly labeled model (learner "loglinear-labeled"): labels come from
+        # s(h, m, l) = w . f(h, m) + v . g(h, m, l), not from the labeler
+        self.label_features = label_features
+        self.label_weights = (None if label_weights is None
+                              else np.asarray(label_weights, dtype=np.float32))
 
     # ------------------------------------------------------------------ training
     @classmethod
@@ -97,7 +103,8 @@ class Parser:
               features: str = "default", hash_bits: int = 24, feature_cutoff: int = 0,
               label_epochs: int | None = None, label_bits: int = 18,
               progress: Callable | None = None, log: Callable[[EpochReport], None] | None = None,
-              projectivize: bool = True, **learner_options) -> "Parser":
+              projectivize: bool = True, label_feature_bits: int = 16,
+              **learner_options) -> "Parser":
         """Train a parser.
 
         train_sentences / dev: lists of Sentence with complete trees.
@@ -113,6 +120,9 @@ class Parser:
         projectivize: when training projectively (decoder "eisner"), replace each
             non-projective training tree by a minimum-loss projective tree for the arc
             model (Koo et al. 2007, footnote 4); the labeler still sees the gold trees.
+        A learner with ``labeled = True`` (``loglinear-labeled``) trains labels jointly
+        with the arcs through the labeled partition function; no second-stage labeler
+        is trained then, and ``label_feature_bits`` sizes its label feature table.
         """
         if decoder not in DECODERS:
             raise ArborealError(f"unknown decoder {decoder!r}; choose from {', '.join(DECODERS)}")
@@ -137,13 +147,27 @@ class Parser:
         t0 = time.perf_counter()
         labels = np.unique(np.concatenate([s.deprels[1:] for s in train_sentences]).astype(str))
         used = set(ATTRS) if fs.name != "mcdonald" else {"word", "p5", "pos"}
-        labeler = Labeler(label_templates(used), labels, bits=label_bits)
-        labeler.fit(enc, heads, [s.deprels for s in train_sentences],
-                    epochs=label_epochs if label_epochs is not None else min(epochs, 5), seed=seed)
+        joint = bool(getattr(learn, "labeled", False))
+        labeler = Labeler(label_templates(used), labels, bits=label_bits if not joint else 10)
+        if not joint:
+            labeler.fit(enc, heads, [s.deprels for s in train_sentences],
+                        epochs=label_epochs if label_epochs is not None else min(epochs, 5),
+                        seed=seed)
         t_labels = time.perf_counter() - t0
 
         train_decoder = "cle" if decoder == "auto" else decoder
         parser = cls(fs, np.zeros(fs.dim, dtype=np.float32), labeler, train_decoder, single_root)
+        extra: dict = {}
+        if joint:
+            from arboreal.features.labels import LabelFeatures
+
+            lf = LabelFeatures.for_features(fs, labels, bits=label_feature_bits)
+            index = {lab: i for i, lab in enumerate(labels.tolist())}
+            extra = {"label_features": lf,
+                     "labels": [np.array([-1] + [index[d] for d in s.deprels[1:].tolist()],
+                                         dtype=np.int64) for s in train_sentences]}
+            parser.label_features = lf
+            parser.label_weights = np.zeros(lf.dim, dtype=np.float32)
         dev_enc = fs.encode(dev) if dev else None
         history: list[dict] = []
         best = {"uas": -1.0, "weights": None, "epoch": 0}
@@ -154,9 +178,8 @@ class Parser:
             uas = las = None
             is_best = False
             if dev_enc is not None:
-                parser.weights = w.astype(np.float32)
-                ph = parser._decode_all(dev_enc)
-                pl = [labeler.predict_labels(e, h) for e, h in zip(dev_enc, ph)]
+                parser._set_weights(w)
+                ph, pl = parser._predict_encoded(dev_enc)
                 uas, las = attachment_scores(dev, ph, pl)
                 if uas > best["uas"]:
                     best.update(uas=uas, weights=w.astype(np.float32), epoch=epoch)
@@ -174,12 +197,12 @@ class Parser:
             arc_heads = min_loss_projective(heads, [single_root] * len(heads))
             n_projectivized = sum(int((a != h).any()) for a, h in zip(arc_heads, heads))
         data = ArcFactoredData(fs, enc, arc_heads, projective=(train_decoder == "eisner"),
-                               single_root=single_root, progress=progress)
+                               single_root=single_root, progress=progress, extra=extra)
         t0 = time.perf_counter()
         final = learn.fit(data, epochs, on_epoch=on_epoch, seed=seed)
         t_train = time.perf_counter() - t0
         weights = best["weights"] if best["weights"] is not None else final.astype(np.float32)
-        parser.weights = weights
+        parser._set_weights(weights)
 
         chosen = train_decoder
         if decoder == "auto":
@@ -198,6 +221,7 @@ class Parser:
                          "single_root": single_root, "epochs": epochs, "seed": seed,
                          "features": features, "hash_bits": hash_bits,
                          "feature_cutoff": feature_cutoff, "label_bits": label_bits,
+                         "joint_labels": joint,
                          "projectivized_trees": n_projectivized,
                          "train_sentences": len(train_sentences),
                          "dev_sentences": len(dev) if dev else 0},
@@ -209,7 +233,37 @@ class Parser:
         return parser
 
     # ------------------------------------------------------------------ parsing
+    def _set_weights(self, w: np.ndarray) -> None:
+        """Set the arc weights from a learner's vector ([w, v] for a joint labeled model)."""
+        dim = self.features.dim
+        self.weights = np.asarray(w[:dim], dtype=np.float32)
+        if self.label_features is not None:
+            self.label_weights = np.asarray(w[dim:], dtype=np.float32)
+
+    def _decode_labeled(self, encoded: list) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        from arboreal.learn.labeled_loglinear import decode_labeled
+
+        projective = self.decoder == "eisner"
+        heads, labels = [], []
+        for e in encoded:
+            h, lab = decode_labeled(self.features, self.label_features, e, self.weights,
+                                    self.label_weights, projective, self.single_root)
+            out = np.empty(len(h), dtype=object)
+            out[0] = "<root>"
+            out[1:] = self.label_features.labels[lab[1:]]
+            heads.append(h)
+            labels.append(out)
+        return heads, labels
+
+    def _predict_encoded(self, encoded: list) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        if self.label_features is not None:
+            return self._decode_labeled(encoded)
+        heads = self._decode_all(encoded)
+        return heads, [self.labeler.predict_labels(e, h) for e, h in zip(encoded, heads)]
+
     def _decode_all(self, encoded: list) -> list[np.ndarray]:
+        if self.label_features is not None:
+            return self._decode_labeled(encoded)[0]
         projective = self.decoder == "eisner"
         out = []
         for e in encoded:
@@ -222,10 +276,7 @@ class Parser:
 
     def predict(self, sentences: list) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """(heads, deprels) for every sentence, without building new Sentence objects."""
-        enc = self.features.encode(sentences)
-        heads = self._decode_all(enc)
-        labels = [self.labeler.predict_labels(e, h) for e, h in zip(enc, heads)]
-        return heads, labels
+        return self._predict_encoded(self.features.encode(sentences))
 
     def parse(self, sentences: list) -> list:
         """Parsed copies of ``sentences``: HEAD and DEPREL filled, everything else kept."""
@@ -249,6 +300,10 @@ class Parser:
                 "single_root": self.single_root, "features": fs.config(),
                 "labeler": {"templates": self.labeler.templates, "bits": self.labeler.bits},
                 **self.meta}
+        if self.label_features is not None:
+            v_idx, v_val = sparse_vector(self.label_weights)
+            arrays["lv_idx"], arrays["lv_val"] = v_idx, v_val.astype(np.float32)
+            meta["label_features"] = self.label_features.config()
         save_model_file(path, meta, arrays)
 
     @classmethod
@@ -275,11 +330,17 @@ class Parser:
                                      ).reshape(labeler.W.shape)
             decoder = meta["decoder"]
             single_root = bool(meta["single_root"])
+            lf = lv = None
+            if "label_features" in meta:  # jointly labeled model; older files have none
+                from arboreal.features.labels import LabelFeatures
+
+                lf = LabelFeatures.from_config(meta["label_features"], arrays["labels"])
+                lv = dense_vector(arrays["lv_idx"], arrays["lv_val"], lf.dim)
         except (KeyError, TypeError, ValueError) as exc:
             raise ModelError(f"{path}: model file is incomplete or corrupt ({exc})") from None
         if decoder not in ("eisner", "cle"):
             raise ModelError(f"{path}: unknown decoder {decoder!r} in model file")
         rest = {k: v for k, v in meta.items()
                 if k not in ("format", "format_version", "model_type", "decoder", "single_root",
-                             "features", "labeler")}
-        return cls(fs, weights, labeler, decoder, single_root, rest)
+                             "features", "labeler", "label_features")}
+        return cls(fs, weights, labeler, decoder, single_root, rest, lf, lv)

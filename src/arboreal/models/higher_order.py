@@ -39,11 +39,11 @@ import time
 from typing import Callable, Sequence
 
 import numpy as np
-from numba import njit
 
 from arboreal.errors import ArborealError, ModelError
 from arboreal.features.first_order import ATTRS, FeatureSet
 from arboreal.features.higher_order import KINDS, HigherOrderFeatures
+from arboreal.inference import eisner, marginals
 from arboreal.inference.higher_order import (
     PartIndex,
     grand_sibling_decode,
@@ -83,36 +83,7 @@ def parse_parts(order: int, parts: str | Sequence[str] | None) -> tuple[str, ...
     return tuple(k for k in KINDS if k in out)
 
 
-def first_order_marginals(scores: np.ndarray, single_root: bool = True) -> np.ndarray:
-    """Non-projective first-order arc marginals (Matrix-Tree Theorem), (n+1, n+1).
-
-    Falls back to per-word head posteriors (a softmax over each column, which
-    ignores the tree constraint) only while arboreal.inference.partition is absent.
-    """
-    try:
-        from arboreal.inference.partition import marginals
-    except ImportError:
-        s = np.array(scores, dtype=np.float64)
-        s[:, 0] = -np.inf
-        np.fill_diagonal(s, -np.inf)
-        s[:, 1:] -= s[:, 1:].max(axis=0, keepdims=True)
-        e = np.exp(s)
-        e[:, 1:] /= e[:, 1:].sum(axis=0, keepdims=True)
-        e[:, 0] = 0.0
-        return e
-    return np.asarray(marginals(scores, projective=False, single_root=single_root))
-
-
-@njit(cache=True)
-def _scatter_sums(n, hs, ms, offsets, ids, w):
-    """arc[hs[i], ms[i]] = sum of w over the ids of arc i (CSR offsets)."""
-    arc = np.zeros((n + 1, n + 1))
-    for i in range(hs.shape[0]):
-        s = 0.0
-        for j in range(offsets[i], offsets[i + 1]):
-            s += w[ids[j]]
-        arc[hs[i], ms[i]] = s
-    return arc
+PRUNE_BATCH = 64   # sentences of similar length per batched marginals / Eisner call
 
 
 class HigherOrderParser:
@@ -202,31 +173,45 @@ class HigherOrderParser:
         return scores, sibling_decode(scores, None, single_root=self.single_root)
 
     def _allowed(self, enc, gold: np.ndarray | None = None) -> np.ndarray:
-        n = enc.n
-        if n <= 1:
-            allowed = np.ones((n + 1, n + 1), dtype=bool)
-        else:
-            scores, keep = self._first_order_best(enc, self.w_prune)
-            mu = first_order_marginals(scores / self.prune_temperature, self.single_root)
-            allowed = prune_arcs(mu, self.threshold, self.max_heads, self.single_root, keep=keep)
-        if gold is not None:
-            allowed[gold[1:], np.arange(1, n + 1)] = True
-        return allowed
+        return self._allowed_many([enc], None if gold is None else [gold])[0]
 
-    def _kept_arc_scores(self, enc, allowed: np.ndarray, w: np.ndarray) -> np.ndarray:
-        """First-order scores of the kept arcs (pruned ones stay 0, the decoders skip
-        them), from ``FeatureSet.arc_features``: hashing only the K-per-word kept arcs
-        instead of all n^2 makes the model's arc scoring several times cheaper."""
-        n = enc.n
-        hs, ms = np.nonzero(allowed)
-        if not hs.size:
-            return np.zeros((n + 1, n + 1))
-        offsets, ids = self.fs.arc_features(enc, hs, ms)
-        return _scatter_sums(n, hs, ms, offsets, ids, w)
+    def _allowed_many(self, encs: Sequence, golds: Sequence | None = None) -> list[np.ndarray]:
+        """Pruning masks (n+1, n+1) bool of many sentences (gold arcs added if given).
+
+        The pruner's arc scores are computed per sentence; its best projective trees
+        (always kept) and Matrix-Tree marginals come from one batched call per
+        PRUNE_BATCH sentences of similar length (no per-sentence Python overhead).
+        """
+        out: list = [None] * len(encs)
+        lengths = np.array([e.n for e in encs], dtype=np.int64)
+        for i in np.flatnonzero(lengths <= 1):
+            out[i] = np.ones((lengths[i] + 1,) * 2, dtype=bool)
+        big = np.flatnonzero(lengths > 1)
+        big = big[np.argsort(lengths[big], kind="stable")]
+        for start in range(0, big.size, PRUNE_BATCH):
+            chunk = big[start:start + PRUNE_BATCH]
+            ns = lengths[chunk]
+            N = int(ns.max()) + 1
+            batch = np.zeros((chunk.size, N, N))
+            for j, i in enumerate(chunk):
+                batch[j, :ns[j] + 1, :ns[j] + 1] = self.fs.arc_scores(encs[i], self.w_prune)
+            keep = eisner(batch, single_root=self.single_root, lengths=ns)
+            batch /= self.prune_temperature
+            mu = marginals(batch, projective=False, single_root=self.single_root, lengths=ns)
+            for j, i in enumerate(chunk):
+                n1 = ns[j] + 1
+                out[i] = prune_arcs(mu[j, :n1, :n1], self.threshold, self.max_heads,
+                                    self.single_root, keep=keep[j, :n1])
+        if golds is not None:
+            for a, g in zip(out, golds):
+                a[g[1:], np.arange(1, len(g))] = True
+        return out
 
     def _predict(self, enc, allowed: np.ndarray, w: np.ndarray) -> np.ndarray:
         index = PartIndex.compact(allowed)
-        arc = self._kept_arc_scores(enc, index.allowed, w)
+        # all n^2 arc scores (the decoders read only the kept ones): the feature
+        # engine's scoring kernel is faster than hashing only the kept arcs
+        arc = self.fs.arc_scores(enc, w)
         ps = self.hof.part_scores(enc.codes, index, w, self.projective) if self.parts else {}
         return self._decode(arc, index, ps)
 
@@ -354,13 +339,13 @@ class HigherOrderParser:
             self.stats = {"pruner_train_s": t1 - t0, "labeler_train_s": t_lab - t1}
             self.meta = {"best_epoch": self.pruner_epochs}
             return self
-        allowed = [self._allowed(e, g) for e, g in zip(encs, golds)]
+        allowed = self._allowed_many(encs, golds)
         kept = sum(int(a.sum()) for a in allowed)
         words = sum(e.n for e in encs)
         t2 = time.perf_counter()
         dev = [s for s in dev if len(s) > 0] if dev else []
         dev_encs = self.fs.encode(dev) if dev else []
-        dev_allowed = [self._allowed(e) for e in dev_encs]
+        dev_allowed = self._allowed_many(dev_encs)
         best = {"uas": -1.0, "w": None, "epoch": self.epochs}
         history = []
 
@@ -408,15 +393,12 @@ class HigherOrderParser:
 
     # ------------------------------------------------------------------ parsing
     def _heads_of(self, encs: list) -> list[np.ndarray]:
-        out = []
-        for enc in encs:
-            if enc.n == 0:
-                out.append(np.array([-1], dtype=np.int64))
-            elif self.first_order_only:
-                out.append(self._first_order_best(enc, self.w_prune)[1])
-            else:
-                out.append(self._predict(enc, self._allowed(enc), self.w))
-        return out
+        if self.first_order_only:
+            return [np.array([-1], dtype=np.int64) if enc.n == 0
+                    else self._first_order_best(enc, self.w_prune)[1] for enc in encs]
+        allowed = self._allowed_many(encs)
+        return [np.array([-1], dtype=np.int64) if enc.n == 0
+                else self._predict(enc, a, self.w) for enc, a in zip(encs, allowed)]
 
     def predict_heads(self, sentences: Sequence) -> list[np.ndarray]:
         """Heads (n+1,) of every sentence."""
@@ -437,11 +419,10 @@ class HigherOrderParser:
         self._check_trained()
         encs = self.fs.encode(list(sentences))
         hit = tot = kept = 0
-        for s, enc in zip(sentences, encs):
+        for s, a in zip(sentences, self._allowed_many(encs)):
             n = len(s)
             if n == 0:
                 continue
-            a = self._allowed(enc)
             hit += int(a[s.heads[1:], np.arange(1, n + 1)].sum())
             tot += n
             kept += int(a.sum())

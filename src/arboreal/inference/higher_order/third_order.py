@@ -39,15 +39,40 @@ NEG = -np.inf
 
 
 @njit(cache=True)
-def _sibling_spans(w, n, single_root, slot, C, S, bS):
+def _adjacency(arcid):
+    """Kept arcs as lists: ``kids[h, :nk[h]]`` h's kept modifiers in increasing order,
+    ``split[h]`` how many of them lie left of h; ``pars[m, :npar[m]]`` m's kept heads
+    in increasing order. O(n^2); lets the programs skip pruned arcs without testing
+    them (O(K^2 n^2) instead of O(n^4) checks)."""
+    N = arcid.shape[0]
+    kids = np.empty((N, N), dtype=np.int64)
+    pars = np.empty((N, N), dtype=np.int64)
+    nk = np.zeros(N, dtype=np.int64)
+    npar = np.zeros(N, dtype=np.int64)
+    split = np.zeros(N, dtype=np.int64)
+    for h in range(N):
+        for m in range(N):
+            if arcid[h, m] >= 0:
+                kids[h, nk[h]] = m
+                nk[h] += 1
+                if m < h:
+                    split[h] += 1
+                pars[m, npar[m]] = h
+                npar[m] += 1
+    return kids, nk, split, pars, npar
+
+
+@njit(cache=True)
+def _sibling_spans(w, n, single_root, pars, npar, arcid, C, S, bS):
     """S[h, a, b] for b - a = w (needs complete spans narrower than w)."""
     N = n + 1
     for a in range(1, N - w):
         b = a + w
-        for h in range(N):
+        for j in range(npar[a]):
+            h = pars[a, j]
             if a <= h <= b or (single_root and h == 0):
                 continue
-            if slot[h, a] < 0 or slot[h, b] < 0:
+            if arcid[h, b] < 0:
                 continue
             best = NEG
             arg = -1
@@ -61,7 +86,7 @@ def _sibling_spans(w, n, single_root, slot, C, S, bS):
 
 
 @njit(cache=True)
-def _complete_spans(w, n, single_root, arcid, C, I, bC):
+def _complete_spans(w, n, single_root, kids, nk, split, pars, npar, C, I, bC):
     """C[g, h, e] for |e - h| = w (needs incomplete spans up to width w)."""
     N = n + 1
     for h in range(N):
@@ -74,15 +99,20 @@ def _complete_spans(w, n, single_root, arcid, C, I, bC):
                 continue
             lo = min(h, e)
             hi = max(h, e)
-            for g in range(N):
-                if h == 0:
-                    if g > 0:
-                        break
-                elif lo <= g <= hi or arcid[g, h] < 0:
+            ng = 1 if h == 0 else npar[h]   # the root's spans: placeholder g = 0
+            for j in range(ng):
+                g = 0 if h == 0 else pars[h, j]
+                if h > 0 and lo <= g <= hi:
                     continue
                 best = NEG
                 arg = -1
-                for m in range(h + d, e + d, d):
+                # h's kept modifiers m from h outwards up to e
+                i = split[h] if d == 1 else split[h] - 1
+                while 0 <= i < nk[h]:
+                    m = kids[h, i]
+                    if (m > e) if d == 1 else (m < e):
+                        break
+                    i += d
                     v = I[g, h, m]
                     if v == NEG:
                         continue
@@ -123,20 +153,22 @@ def _model1(arc, slot, width, arcid, sib_off, grand_off, gsib_off, sib, grand, g
     C = np.full((N, N, N), NEG)
     I = np.full((N, N, N), NEG)
     S = np.full((N, N, N), NEG)
-    bC = np.full((N, N, N), -1, dtype=np.int32)
-    bI = np.full((N, N, N), -1, dtype=np.int32)
-    bS = np.full((N, N, N), -1, dtype=np.int32)
+    bC = np.empty((N, N, N), dtype=np.int32)   # back-pointers: read only where written
+    bI = np.empty((N, N, N), dtype=np.int32)
+    bS = np.empty((N, N, N), dtype=np.int32)
     for g in range(N):
         for h in range(N):
             C[g, h, h] = 0.0
+    kids, nk, split, pars, npar = _adjacency(arcid)
     inner = np.empty(N)   # S[h, x, b] + sib[h, x, b] for the current (h, b)
     for w in range(1, n + 1):
-        _sibling_spans(w, n, single_root, slot, C, S, bS)
+        _sibling_spans(w, n, single_root, pars, npar, arcid, C, S, bS)
         for h in range(N):
             if single_root and h == 0:
                 continue
             W = width[h]
             s0 = slot[h, h]
+            i0 = split[h]
             for side in range(2):
                 d = 1 if side == 0 else -1
                 b = h + d * w
@@ -150,32 +182,34 @@ def _model1(arc, slot, width, arcid, sib_off, grand_off, gsib_off, sib, grand, g
                 first = C[h, b, h + d]
                 if use_sib:
                     first += sib[sib_off[h] + s0 * W + sb]
-                for x in range(h + d, b, d):
-                    sx = slot[h, x]
-                    if sx < 0:
-                        inner[x] = NEG
-                        continue
+                # h's kept modifiers x strictly between h and b, from h outwards
+                start = i0 if d == 1 else i0 - 1
+                stop = start
+                while 0 <= stop < nk[h] and kids[h, stop] != b:
+                    x = kids[h, stop]
                     v = S[h, x, b] if d == 1 else S[h, b, x]
                     if use_sib:
-                        v += sib[sib_off[h] + sx * W + sb]
+                        v += sib[sib_off[h] + slot[h, x] * W + sb]
                     inner[x] = v
-                for g in range(N):
+                    stop += d
+                ng = 1 if h == 0 else npar[h]
+                for j in range(ng):
                     a = -1
-                    if h == 0:
-                        if g > 0:
-                            break
-                    else:
+                    g = 0
+                    if h > 0:
+                        g = pars[h, j]
                         if lo <= g <= hi:
                             continue
                         a = arcid[g, h]
-                        if a < 0:
-                            continue
                     gs = use_gsib and a >= 0
                     best = first
                     if gs:
                         best += gsib[gsib_off[a] + s0 * W + sb]
                     arg = h
-                    for x in range(h + d, b, d):
+                    i = start
+                    while i != stop:
+                        x = kids[h, i]
+                        i += d
                         v = I[g, h, x]
                         if v == NEG or inner[x] == NEG:
                             continue
@@ -190,7 +224,7 @@ def _model1(arc, slot, width, arcid, sib_off, grand_off, gsib_off, sib, grand, g
                         best += grand[grand_off[a] + sb]
                     I[g, h, b] = best
                     bI[g, h, b] = arg
-        _complete_spans(w, n, single_root, arcid, C, I, bC)
+        _complete_spans(w, n, single_root, kids, nk, split, pars, npar, C, I, bC)
 
     best, root = _root_choice(arc, slot, width, sib_off, sib, use_sib, C, single_root)
     heads = np.full(N, -1, dtype=np.int64)
@@ -245,15 +279,16 @@ def _model2(arc, slot, width, arcid, sib_off, grand_off, gsib_off, tri_off, sib,
     I = np.full((N, N, N), NEG)
     S = np.full((N, N, N), NEG)
     IS = np.full((N, N, N), NEG)
-    bC = np.full((N, N, N), -1, dtype=np.int32)
-    bI = np.full((N, N, N), -1, dtype=np.int32)
-    bS = np.full((N, N, N), -1, dtype=np.int32)
-    bIS = np.full((N, N, N), -1, dtype=np.int32)
+    bC = np.empty((N, N, N), dtype=np.int32)   # back-pointers: read only where written
+    bI = np.empty((N, N, N), dtype=np.int32)
+    bS = np.empty((N, N, N), dtype=np.int32)
+    bIS = np.empty((N, N, N), dtype=np.int32)
     for g in range(N):
         for h in range(N):
             C[g, h, h] = 0.0
+    kids, nk, split, pars, npar = _adjacency(arcid)
     for w in range(1, n + 1):
-        _sibling_spans(w, n, single_root, slot, C, S, bS)
+        _sibling_spans(w, n, single_root, pars, npar, arcid, C, S, bS)
         for h in range(N):
             if single_root and h == 0:
                 continue
@@ -331,7 +366,7 @@ def _model2(arc, slot, width, arcid, sib_off, grand_off, gsib_off, tri_off, sib,
                         best += grand[grand_off[a] + sb]
                     I[g, h, b] = best
                     bI[g, h, b] = arg
-        _complete_spans(w, n, single_root, arcid, C, I, bC)
+        _complete_spans(w, n, single_root, kids, nk, split, pars, npar, C, I, bC)
 
     best, root = _root_choice(arc, slot, width, sib_off, sib, use_sib, C, single_root)
     heads = np.full(N, -1, dtype=np.int64)

@@ -76,7 +76,10 @@ class Parser:
 
     Attributes: ``features`` (:class:`FeatureSet`), ``weights`` (dim,) float32,
     ``labeler`` (:class:`Labeler`), ``decoder`` ("eisner" or "cle"), ``single_root``,
-    ``meta`` (training options and history, saved with the model).
+    ``meta`` (training options and history, saved with the model); for a jointly
+    labeled model (learner ``loglinear-labeled``) also ``label_features``
+    (:class:`~arboreal.features.labels.LabelFeatures`) and ``label_weights``, which
+    then choose the labels instead of ``labeler``.
     """
 
     model_type = "first-order"

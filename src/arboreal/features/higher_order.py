@@ -171,6 +171,7 @@ def part_scores_kernel(codes, slot, width, arcid, sib_off, grand_off, gsib_off, 
     umask = np.uint64(mask)
     buf = np.empty(_BUF, dtype=np.int64)
     kids = np.empty(n + 1, dtype=np.int64)
+    pars = np.empty(n + 1, dtype=np.int64)
     for h in range(n + 1):
         W = width[h]
         nk = 0
@@ -178,6 +179,11 @@ def part_scores_kernel(codes, slot, width, arcid, sib_off, grand_off, gsib_off, 
             if m != h and slot[h, m] >= 0:
                 kids[nk] = m
                 nk += 1
+        npar = 0   # h's kept heads (grandparents of h's modifiers)
+        for g in range(n + 1):
+            if arcid[g, h] >= 0:
+                pars[npar] = g
+                npar += 1
         for ib in range(nk):
             b = kids[ib]
             sb = slot[h, b]
@@ -206,9 +212,10 @@ def part_scores_kernel(codes, slot, width, arcid, sib_off, grand_off, gsib_off, 
                         k = tri_ids(codes, h, x, a, b, umask, buf)
                         tri_out[tri_off[h] + (slot[h, x] * W + sa) * W + sb] = _dot(w, buf, k)
                 if h > 0 and (use_gsib or (use_grand and a == h)):
-                    for g in range(n + 1):
+                    for j in range(npar):
+                        g = pars[j]
                         ag = arcid[g, h]
-                        if ag < 0 or g == b or (projective and lo <= g <= hi):
+                        if g == b or (projective and lo <= g <= hi):
                             continue
                         if use_grand and a == h:
                             k = grand_ids(codes, g, h, b, umask, buf)

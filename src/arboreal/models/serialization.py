@@ -63,10 +63,13 @@ def load_model_file(path: str | os.PathLike) -> tuple[dict, dict[str, np.ndarray
 
 
 def sparse_vector(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(indices int64, values) of the non-zero entries of a flat array."""
+    """(indices, values) of the non-zero entries of a flat array.
+
+    Indices are int32 when they fit (half the bytes to store and decompress), else int64.
+    """
     flat = np.ravel(w)
     idx = np.flatnonzero(flat)
-    return idx.astype(np.int64), flat[idx]
+    return idx.astype(np.int32 if flat.size < 2**31 else np.int64), flat[idx]
 
 
 def dense_vector(idx: np.ndarray, val: np.ndarray, size: int, dtype=np.float32) -> np.ndarray:

@@ -86,6 +86,27 @@ def parse_parts(order: int, parts: str | Sequence[str] | None) -> tuple[str, ...
 PRUNE_BATCH = 64   # sentences of similar length per batched marginals / Eisner call
 
 
+def _put_vector(arrays: dict, prefix: str, w: np.ndarray) -> None:
+    """Store float32 weights sparse (``prefix_idx``, ``prefix_val``), or dense
+    (``prefix_dense``) when that is smaller: trained higher-order weight vectors are
+    often more than half non-zero, and a dense array loads without a scatter."""
+    idx, val = sparse_vector(w)
+    if idx.size * (idx.itemsize + 4) >= w.size * 4:
+        arrays[f"{prefix}_dense"] = np.ravel(w).astype(np.float32)
+    else:
+        arrays[f"{prefix}_idx"], arrays[f"{prefix}_val"] = idx, val.astype(np.float32)
+
+
+def _get_vector(arrays: dict, prefix: str, size: int) -> np.ndarray:
+    """Inverse of :func:`_put_vector` (float32, ``size`` weights)."""
+    if f"{prefix}_dense" in arrays:
+        w = np.asarray(arrays[f"{prefix}_dense"], dtype=np.float32)
+        if w.shape != (size,):
+            raise ValueError(f"{prefix}_dense has {w.size} weights, expected {size}")
+        return w
+    return dense_vector(arrays[f"{prefix}_idx"], arrays[f"{prefix}_val"], size)
+
+
 class HigherOrderParser:
     """Second/third-order parser trained with the averaged perceptron or MIRA.
 
@@ -444,13 +465,10 @@ class HigherOrderParser:
     def save(self, path: str | os.PathLike) -> None:
         """Write the model atomically as one .npz (no pickle), common arboreal format."""
         self._check_trained()
-        w_idx, w_val = sparse_vector(self.w)
-        p_idx, p_val = sparse_vector(self.w_prune)
-        l_idx, l_val = sparse_vector(self.labeler.W)
-        arrays = {"w_idx": w_idx, "w_val": w_val.astype(np.float32),
-                  "p_idx": p_idx, "p_val": p_val.astype(np.float32),
-                  "l_idx": l_idx, "l_val": l_val.astype(np.float32),
-                  "labels": self.labeler.labels.astype(str)}
+        arrays = {"labels": self.labeler.labels.astype(str)}
+        _put_vector(arrays, "w", self.w)
+        _put_vector(arrays, "p", self.w_prune)
+        _put_vector(arrays, "l", self.labeler.W)
         for name, v in self.fs.vocabs.items():
             arrays[f"vocab_{name}"] = np.asarray(v, dtype=str)
         if self.fs.allowed is not None:
@@ -488,13 +506,11 @@ class HigherOrderParser:
             if "allowed" in arrays:
                 mask = np.unpackbits(arrays["allowed"])[: 1 << fcfg["bits"]].astype(bool)
             p.fs = FeatureSet.from_config(fcfg, vocabs, mask)
-            p.w = dense_vector(arrays["w_idx"], arrays["w_val"],
-                               0 if p.first_order_only else p.fs.dim)
-            p.w_prune = dense_vector(arrays["p_idx"], arrays["p_val"], p.fs.dim)
+            p.w = _get_vector(arrays, "w", 0 if p.first_order_only else p.fs.dim)
+            p.w_prune = _get_vector(arrays, "p", p.fs.dim)
             lcfg = meta["labeler"]
             p.labeler = Labeler(lcfg["templates"], arrays["labels"], bits=lcfg["bits"])
-            p.labeler.W = dense_vector(arrays["l_idx"], arrays["l_val"], p.labeler.W.size
-                                       ).reshape(p.labeler.W.shape)
+            p.labeler.W = _get_vector(arrays, "l", p.labeler.W.size).reshape(p.labeler.W.shape)
             p.stats = meta.get("stats", {})
             p.meta = {k: meta[k] for k in ("best_epoch", "history") if k in meta}
         except (KeyError, TypeError, ValueError) as exc:

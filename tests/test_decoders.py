@@ -136,6 +136,25 @@ def test_kbest_matches_brute_force(n, single_root, kind, dtype, k, seed):
     assert abs(tree_score(s, eisner(s, single_root=single_root)) - scores[0]) <= tol(s)
 
 
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(n=st.integers(1, 6), single_root=st.booleans(),
+       kind=st.sampled_from(["normal", "ties", "forbidden"]), seed=st.integers(0, 2**31))
+def test_kbest_enumerates_every_tree(n, single_root, kind, seed):
+    # k above the number of trees: every finite projective tree exactly once,
+    # best first (large k also makes the lazy k-best grow its heap pool)
+    s = make_scores(n, kind, seed)
+    trees = all_trees(n, True, single_root)
+    sc = tree_scores(s, trees)
+    finite = trees[np.isfinite(sc)]
+    if len(finite) == 0:
+        return
+    heads, scores = eisner_kbest(s, len(trees) + 3, single_root=single_root)
+    assert len(heads) == len(finite)
+    assert {tuple(h) for h in heads} == {tuple(h) for h in finite}
+    assert (np.diff(scores) <= 0).all()
+    np.testing.assert_allclose(scores, tree_scores(s, heads), rtol=0, atol=tol(s))
+
+
 # ---------------------------------------------------------------------------
 # batches
 # ---------------------------------------------------------------------------

@@ -37,6 +37,7 @@ KINDS = ("sib", "grand", "gsib", "trisib")
 _NONE = 0x7FFFFFF0
 _BUF = 32      # ids per part, at most (8 templates x 2)
 _SEED = np.uint64(0x84222325CBF29CE4)
+_UNUSED = np.zeros(1)   # stands for the score array of a part kind not used (never written)
 
 
 @njit(cache=True, inline="always")
@@ -303,10 +304,8 @@ class HigherOrderFeatures:
         self.parts = tuple(k for k in KINDS if k in parts)
         self.bits = int(bits)
         self.outer_only = bool(outer_only)
-
-    @property
-    def flags(self) -> tuple[bool, bool, bool, bool]:
-        return tuple(k in self.parts for k in KINDS)  # type: ignore[return-value]
+        #: (sib, grand, gsib, trisib) used
+        self.flags: tuple[bool, bool, bool, bool] = tuple(k in self.parts for k in KINDS)
 
     def part_scores(self, codes: np.ndarray, index, w: np.ndarray, projective: bool = True
                     ) -> dict[str, np.ndarray | None]:
@@ -319,10 +318,10 @@ class HigherOrderFeatures:
         Cost: one hash-and-gather pass per candidate part.
         """
         us, ug, ugs, ut = self.flags
-        sib = np.zeros(index.n_sib if us else 1)
-        grand = np.zeros(index.n_grand if ug else 1)
-        gsib = np.zeros(index.n_gsib if ugs else 1)
-        tri = np.zeros(index.n_tri if ut else 1)
+        sib = np.zeros(index.n_sib) if us else _UNUSED
+        grand = np.zeros(index.n_grand) if ug else _UNUSED
+        gsib = np.zeros(index.n_gsib) if ugs else _UNUSED
+        tri = np.zeros(index.n_tri) if ut else _UNUSED
         part_scores_kernel(codes, *index.tables(), w, (1 << self.bits) - 1, us, ug, ugs, ut,
                            bool(projective), sib, grand, gsib, tri)
         return {"sib": sib if us else None, "grand": grand if ug else None,

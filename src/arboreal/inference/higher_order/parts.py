@@ -92,10 +92,14 @@ class PartIndex:
     def compact(cls, allowed: np.ndarray) -> "PartIndex":
         """Compact index of a pruned sentence; ``allowed`` (n+1, n+1) bool. O(n^2)."""
         allowed = np.asarray(allowed, dtype=bool)
-        n = allowed.shape[0] - 1
-        allowed = cls._clean(n, allowed)
-        t = _compact_tables(allowed)
-        return cls(n, allowed, *t[:7], *(int(x) for x in t[7]))
+        if allowed.ndim != 2 or allowed.shape[0] != allowed.shape[1] or allowed.shape[0] < 1:
+            raise ValueError(f"allowed must have shape (n+1, n+1), got {allowed.shape}")
+        # one numba call (it also clears column 0 and the diagonal, on a copy):
+        # this runs once per sentence
+        clean, slot, width, arcid, so, go, gso, to, sizes = _compact_tables(allowed)
+        s = sizes.tolist()
+        return cls(allowed.shape[0] - 1, clean, slot, width, arcid, so, go, gso, to,
+                   s[0], s[1], s[2], s[3])
 
     def tables(self) -> tuple:
         """The integer tables in the order the numba kernels take them."""
@@ -106,14 +110,16 @@ class PartIndex:
 @njit(cache=True)
 def _compact_tables(allowed):
     N = allowed.shape[0]
+    clean = np.zeros((N, N), dtype=np.bool_)
     slot = np.full((N, N), -1, dtype=np.int64)
     width = np.ones(N, dtype=np.int64)
     arcid = np.full((N, N), -1, dtype=np.int64)
     A = 0
     for h in range(N):
         k = 0
-        for m in range(N):
-            if allowed[h, m]:
+        for m in range(1, N):
+            if allowed[h, m] and m != h:
+                clean[h, m] = True
                 k += 1
                 slot[h, m] = k
                 arcid[h, m] = A
@@ -138,7 +144,7 @@ def _compact_tables(allowed):
                 gsib_off[a] = sizes[2]
                 sizes[1] += width[h]
                 sizes[2] += width[h] ** 2
-    return slot, width, arcid, sib_off, grand_off, gsib_off, tri_off, sizes
+    return clean, slot, width, arcid, sib_off, grand_off, gsib_off, tri_off, sizes
 
 
 @lru_cache(maxsize=256)

@@ -309,27 +309,30 @@ def _model2(arc, slot, width, arcid, sib_off, grand_off, gsib_off, tri_off, sib,
                 if use_sib:
                     v += sib[sib_off[h] + s0 * W + sb]
                 IS[h, h, b] = v
-                for x in range(h + d, b, d):
+                # h's kept modifiers strictly between h and b, from h outwards:
+                # kids[h, start + q * d] for q < cnt
+                start = split[h] if d == 1 else split[h] - 1
+                stop = start
+                while kids[h, stop] != b:
+                    stop += d
+                cnt = (stop - start) * d
+                for q in range(cnt):
+                    x = kids[h, start + q * d]
                     sx = slot[h, x]
-                    if sx < 0:
-                        continue
                     sxb = S[h, x, b] if d == 1 else S[h, b, x]
                     if sxb == NEG:
                         continue
                     best = NEG
                     arg = -1
-                    t = h
-                    while t != x:
-                        st = slot[h, t]
-                        if st >= 0:
-                            v = IS[h, t, x]
-                            if v != NEG:
-                                if use_tri:
-                                    v += tri[tri_off[h] + (st * W + sx) * W + sb]
-                                if v > best:
-                                    best = v
-                                    arg = t
-                        t += d
+                    for r in range(-1, q):   # t = h, then the kept modifiers inside x
+                        t = h if r < 0 else kids[h, start + r * d]
+                        v = IS[h, t, x]
+                        if v != NEG:
+                            if use_tri:
+                                v += tri[tri_off[h] + (slot[h, t] * W + sx) * W + sb]
+                            if v > best:
+                                best = v
+                                arg = t
                     if best == NEG:
                         continue
                     best += sxb + arc[h, b]
@@ -338,22 +341,20 @@ def _model2(arc, slot, width, arcid, sib_off, grand_off, gsib_off, tri_off, sib,
                     IS[h, x, b] = best
                     bIS[h, x, b] = arg
                 # incomplete g-spans I[g, h, b]
-                for g in range(N):
+                ng = 1 if h == 0 else npar[h]
+                for j in range(ng):
                     a = -1
-                    if h == 0:
-                        if g > 0:
-                            break
-                    else:
+                    g = 0
+                    if h > 0:
+                        g = pars[h, j]
                         if lo <= g <= hi:
                             continue
                         a = arcid[g, h]
-                        if a < 0:
-                            continue
                     gs = use_gsib and a >= 0
                     best = NEG
                     arg = -1
-                    x = h
-                    while x != b:
+                    for r in range(-1, cnt):
+                        x = h if r < 0 else kids[h, start + r * d]
                         v = IS[h, x, b]
                         if v != NEG:
                             if gs:
@@ -361,7 +362,6 @@ def _model2(arc, slot, width, arcid, sib_off, grand_off, gsib_off, tri_off, sib,
                             if v > best:
                                 best = v
                                 arg = x
-                        x += d
                     if use_grand and a >= 0:
                         best += grand[grand_off[a] + sb]
                     I[g, h, b] = best

@@ -22,39 +22,344 @@ head (the two-stage parser trains labels separately, see
 
 Options: ``C`` (upper bound of the dual variables, default inf as in the paper),
 ``average`` (default True), ``k`` (KBestMira), ``max_per_word`` (FactoredMira).
+
+An update never touches a vector of the weights' size: a constraint is a signed
+list of arcs (for a tree, the gold and the predicted arc of each word it gets
+wrong), the feature ids of the distinct arcs come from
+``FeatureSet.arc_features``, and one numba kernel (:func:`_solve_apply`) maps
+those ids to columns with an open-addressing hash table, builds the Gram
+matrix of the constraints from the arcs' Gram matrix, runs Hildreth's algorithm
+and adds ``sum_i alpha_i a_i`` to the weights: about O(#ids) plus O(k^2 (2n)^2)
+at worst for the Gram matrix. The arithmetic is that of explicit sparse
+constraint vectors (integer-valued, so the Gram matrix is exact, and the update
+of each weight sums ``alpha_i a_i`` in constraint order), so results do not
+change.
 """
 from __future__ import annotations
 
 import numpy as np
-import scipy.sparse as sp
+from numba import njit
 
 from arboreal.learn import ArcFactoredData, EpochCallback, decode, decode_kbest
-from arboreal.learn.hildreth import hildreth
+from arboreal.learn.hildreth import _hildreth
 from arboreal.learn.perceptron import averaged_online_fit
 
+_MAX_ITER = 10000     # Hildreth's defaults (arboreal.learn.hildreth.hildreth)
+_EPS = 1e-8
 
-def _constraint_matrix(fs, enc, rows: list[tuple[np.ndarray, np.ndarray, np.ndarray]]):
-    """Sparse matrix (k, |U|) of constraint vectors over the union U of their features.
 
-    Each row is given as arcs (hs, ms, coefs): the vector sum_a coef_a f(h_a, m_a).
-    Returns (M csr, U ids int64).
+@njit(cache=True)
+def _block_sum(a, lo, n):
+    """numpy's pairwise-summation leaf (n <= 128): 8 accumulators."""
+    if n < 8:
+        res = 0.0
+        for i in range(n):
+            res += a[lo + i]
+        return res
+    r0, r1, r2, r3 = a[lo], a[lo + 1], a[lo + 2], a[lo + 3]
+    r4, r5, r6, r7 = a[lo + 4], a[lo + 5], a[lo + 6], a[lo + 7]
+    i = 8
+    while i < n - n % 8:
+        r0 += a[lo + i]
+        r1 += a[lo + i + 1]
+        r2 += a[lo + i + 2]
+        r3 += a[lo + i + 3]
+        r4 += a[lo + i + 4]
+        r5 += a[lo + i + 5]
+        r6 += a[lo + i + 6]
+        r7 += a[lo + i + 7]
+        i += 8
+    res = ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7))
+    while i < n:
+        res += a[lo + i]
+        i += 1
+    return res
+
+
+@njit(cache=True)
+def _pairwise_sum(a, lo, n):
+    """``a[lo:lo+n].sum()`` with numpy's pairwise summation (same rounding).
+
+    numpy halves blocks longer than 128 (at a multiple of 8) recursively; the
+    recursion is unrolled with an explicit stack (numba's cache does not
+    support recursive functions)."""
+    if n <= 128:
+        return _block_sum(a, lo, n)
+    slo = np.empty(64, dtype=np.int64)
+    sn = np.empty(64, dtype=np.int64)
+    sph = np.empty(64, dtype=np.int64)     # 1 once the left half is summed
+    sleft = np.empty(64)
+    slo[0] = lo
+    sn[0] = n
+    sph[0] = 0
+    sp = 1
+    while True:
+        t = sp - 1
+        if sn[t] > 128:
+            n2 = sn[t] // 2
+            n2 -= n2 % 8
+            slo[sp] = slo[t]
+            sn[sp] = n2
+            sph[sp] = 0
+            sp += 1
+            continue
+        v = _block_sum(a, slo[t], sn[t])
+        sp -= 1
+        while True:
+            if sp == 0:
+                return v
+            t = sp - 1
+            if sph[t] == 0:
+                sleft[t] = v
+                sph[t] = 1
+                n2 = sn[t] // 2
+                n2 -= n2 % 8
+                slo[sp] = slo[t] + n2
+                sn[sp] = sn[t] - n2
+                sph[sp] = 0
+                sp += 1
+                break
+            v = sleft[t] + v
+            sp -= 1
+
+
+@njit(cache=True)
+def _tree_constraints(gold, trees, scores):
+    """Constraints s(gold) - s(y) >= loss(y) for the trees y (rows of ``trees``)
+    that get at least one head wrong, in their order.
+
+    Returns ``(b, arc_h, arc_m, con_ptr, con_arc, con_coef)``: b (k,) = loss -
+    margin; the distinct arcs (arc_h, arc_m) involved; constraint i is
+    ``sum_p con_coef[p] f(arc con_arc[p])`` for p in con_ptr[i]:con_ptr[i+1]
+    (+1 for the gold arc, -1 for the predicted arc of each wrong word).  O(k n).
     """
-    hs = np.concatenate([r[0] for r in rows]).astype(np.int64)
-    ms = np.concatenate([r[1] for r in rows]).astype(np.int64)
-    co = np.concatenate([r[2] for r in rows]).astype(np.float64)
-    row_of_arc = np.repeat(np.arange(len(rows)), [len(r[0]) for r in rows])
-    offsets, ids = fs.arc_features(enc, hs, ms)
-    counts = np.diff(offsets)
-    vals = np.repeat(co, counts)
-    rows_idx = np.repeat(row_of_arc, counts)
-    U, cols = np.unique(ids, return_inverse=True)
-    M = sp.csr_matrix((vals, (rows_idx, cols)), shape=(len(rows), len(U)))
-    M.sum_duplicates()
-    return M, U
+    n = gold.shape[0] - 1
+    T = trees.shape[0]
+    aid = np.full((n + 1) * (n + 1), -1, dtype=np.int64)
+    arc_h = np.empty(2 * T * n + 1, dtype=np.int64)
+    arc_m = np.empty(2 * T * n + 1, dtype=np.int64)
+    con_ptr = np.zeros(T + 1, dtype=np.int64)
+    con_arc = np.empty(2 * T * n + 1, dtype=np.int64)
+    con_coef = np.empty(2 * T * n + 1)
+    b = np.empty(T)
+    gs = np.empty(n + 1)
+    ys = np.empty(n + 1)
+    k = 0
+    na = 0
+    p = 0
+    for t in range(T):
+        cnt = 0
+        for m in range(1, n + 1):
+            if trees[t, m] != gold[m]:
+                gs[cnt] = scores[gold[m], m]
+                ys[cnt] = scores[trees[t, m], m]
+                cnt += 1
+        if cnt == 0:
+            continue
+        # as float(s[gold[w], w].sum() - s[y[w], w].sum()) with numpy
+        margin = (0.0 + _pairwise_sum(gs, 0, cnt)) - (0.0 + _pairwise_sum(ys, 0, cnt))
+        b[k] = float(cnt) - margin
+        for side in range(2):
+            for m in range(1, n + 1):
+                y = trees[t, m]
+                if y == gold[m]:
+                    continue
+                h = gold[m] if side == 0 else y
+                key = h * (n + 1) + m
+                if aid[key] < 0:
+                    aid[key] = na
+                    arc_h[na] = h
+                    arc_m[na] = m
+                    na += 1
+                con_arc[p] = aid[key]
+                con_coef[p] = 1.0 if side == 0 else -1.0
+                p += 1
+        k += 1
+        con_ptr[k] = p
+    return b[:k], arc_h[:na], arc_m[:na], con_ptr[:k + 1], con_arc[:p], con_coef[:p]
+
+
+@njit(cache=True)
+def _solve_apply(offsets, ids, con_ptr, con_arc, con_coef, b, C, closed_form_single,
+                 w, u, c, keys, kcol, max_iter, eps):
+    """Hildreth's MIRA step for k constraints given as signed arc lists over arcs
+    whose feature ids are ``ids[offsets[a]:offsets[a+1]]``; adds
+    ``sum_i alpha_i a_i`` to w and ``c`` times it to u (float32, in place).
+
+    Each distinct feature id becomes a column (hash table keys / kcol: power-of-two
+    size > 2 len(ids), keys all -1 on entry and on return) holding the list of
+    arcs that fire it.  The Gram matrix is G = C (F F^T) C^T with F the arc x
+    column counts and C the constraint x arc signs: the arc Gram matrix costs the
+    sum over columns of (#arcs)^2, G then O(sum_ij |arcs_i| |arcs_j|); all of it
+    is exact integer arithmetic.  The update of column f is
+    ``sum_i alpha_i a_i[f]`` summed in increasing i.  With ``closed_form_single``
+    one constraint gets ``min(C, max(0, b / ||a||^2))`` instead of Hildreth.
+    Returns whether the weights changed (some alpha_i != 0).
+    """
+    k = b.shape[0]
+    na = offsets.shape[0] - 1
+    nf = ids.shape[0]
+    T = keys.shape[0]
+    mask = T - 1
+    shift = 0
+    while (1 << shift) < T:
+        shift += 1
+    # columns: the distinct ids, each with its list of (arc, count) nodes
+    col_feat = np.empty(nf, dtype=np.int64)
+    col_slot = np.empty(nf, dtype=np.int64)
+    col_head = np.empty(nf, dtype=np.int64)
+    col_tail = np.empty(nf, dtype=np.int64)
+    node_a = np.empty(nf, dtype=np.int64)
+    node_c = np.empty(nf)
+    node_next = np.empty(nf, dtype=np.int64)
+    ncol = 0
+    nn = 0
+    for a in range(na):
+        for q in range(offsets[a], offsets[a + 1]):
+            f = ids[q]
+            slot = ((f * -7046029254386353131) >> (64 - shift)) & mask
+            while keys[slot] != -1 and keys[slot] != f:
+                slot = (slot + 1) & mask
+            if keys[slot] == -1:
+                keys[slot] = f
+                kcol[slot] = ncol
+                col_feat[ncol] = f
+                col_slot[ncol] = slot
+                col_head[ncol] = -1
+                col_tail[ncol] = -1
+                ncol += 1
+            col = kcol[slot]
+            t = col_tail[col]
+            if t >= 0 and node_a[t] == a:
+                node_c[t] += 1.0
+            else:
+                node_a[nn] = a
+                node_c[nn] = 1.0
+                node_next[nn] = -1
+                if t >= 0:
+                    node_next[t] = nn
+                else:
+                    col_head[col] = nn
+                col_tail[col] = nn
+                nn += 1
+    for col in range(ncol):
+        keys[col_slot[col]] = -1
+    # arc Gram matrix H = F F^T, then G = C H C^T
+    H = np.zeros((na, na))
+    for col in range(ncol):
+        p = col_head[col]
+        while p >= 0:
+            q = col_head[col]
+            while q >= 0:
+                H[node_a[p], node_a[q]] += node_c[p] * node_c[q]
+                q = node_next[q]
+            p = node_next[p]
+    G = np.zeros((k, k))
+    row = np.empty(na)
+    for i in range(k):
+        row[:] = 0.0                       # row = (C H)[i]
+        for p in range(con_ptr[i], con_ptr[i + 1]):
+            cp = con_coef[p]
+            hp = H[con_arc[p]]
+            for a in range(na):
+                row[a] += cp * hp[a]
+        for j in range(k):
+            g = 0.0
+            for q in range(con_ptr[j], con_ptr[j + 1]):
+                g += con_coef[q] * row[con_arc[q]]
+            G[i, j] = g
+    if closed_form_single and k == 1:
+        norm = G[0, 0]
+        if norm <= 0:
+            return False
+        alpha = np.empty(1)
+        alpha[0] = min(C, max(0.0, b[0] / norm))
+    else:
+        alpha = _hildreth(G, b, C, max_iter, eps)
+    nz = False
+    for i in range(k):
+        if alpha[i] != 0.0:
+            nz = True
+    if not nz:
+        return False
+    # arc -> its (constraint, sign) entries
+    arc_ptr = np.zeros(na + 1, dtype=np.int64)
+    for p in range(con_ptr[k]):
+        arc_ptr[con_arc[p] + 1] += 1
+    for a in range(na):
+        arc_ptr[a + 1] += arc_ptr[a]
+    fill = arc_ptr[:na].copy()
+    arc_con = np.empty(con_ptr[k], dtype=np.int64)
+    arc_coef = np.empty(con_ptr[k])
+    for i in range(k):
+        for p in range(con_ptr[i], con_ptr[i + 1]):
+            a = con_arc[p]
+            arc_con[fill[a]] = i
+            arc_coef[fill[a]] = con_coef[p]
+            fill[a] += 1
+    # column f: a_i[f] for the constraints touching it, then sum_i alpha_i a_i[f]
+    # (in increasing i; with few constraints all k are visited, zeros skipped)
+    dcol = np.empty(ncol)
+    acc = np.zeros(k)
+    touched = np.empty(k, dtype=np.int64)
+    few = k <= 16
+    for col in range(ncol):
+        nt = 0
+        p = col_head[col]
+        while p >= 0:
+            a = node_a[p]
+            for e in range(arc_ptr[a], arc_ptr[a + 1]):
+                i = arc_con[e]
+                if not few and acc[i] == 0.0:
+                    # insert i into the sorted list of touched constraints
+                    pos = nt
+                    while pos > 0 and touched[pos - 1] >= i:
+                        pos -= 1
+                    if pos == nt or touched[pos] != i:
+                        for r in range(nt, pos, -1):
+                            touched[r] = touched[r - 1]
+                        touched[pos] = i
+                        nt += 1
+                acc[i] += arc_coef[e] * node_c[p]
+            p = node_next[p]
+        d = 0.0
+        if few:
+            for i in range(k):
+                if acc[i] != 0.0:
+                    d += acc[i] * alpha[i]
+                    acc[i] = 0.0
+        else:
+            for r in range(nt):
+                i = touched[r]
+                d += acc[i] * alpha[i]
+                acc[i] = 0.0
+        dcol[col] = d
+    # a tight loop for the scattered writes (their cache misses overlap)
+    for col in range(ncol):
+        f = col_feat[col]
+        d = dcol[col]
+        w[f] += np.float32(d)
+        u[f] += np.float32(c * d)
+    return True
+
+
+class _HashScratch:
+    """Open-addressing table (feature id -> column) reused across updates."""
+
+    def __init__(self) -> None:
+        self.keys = np.full(1024, -1, dtype=np.int64)
+        self.kcol = np.empty(1024, dtype=np.int64)
+
+    def fit(self, n_ids: int) -> None:
+        if 2 * n_ids >= self.keys.shape[0]:
+            size = 1 << int(4 * n_ids).bit_length()
+            self.keys = np.full(size, -1, dtype=np.int64)
+            self.kcol = np.empty(size, dtype=np.int64)
 
 
 class _MiraBase:
     name = "mira"
+    _closed_form_single = True    # one tree constraint: closed form (as the paper)
 
     def __init__(self, C: float = np.inf, average: bool = True):
         self.C = float(C)
@@ -65,52 +370,33 @@ class _MiraBase:
     def fit(self, data: ArcFactoredData, epochs: int, on_epoch: EpochCallback | None = None,
             seed: int = 0) -> np.ndarray:
         fs = data.features
+        scratch = _HashScratch()
 
         def update(i: int, w: np.ndarray, u: np.ndarray, c: float) -> None:
             enc = data.encoded[i]
             gold = np.asarray(data.heads[i], dtype=np.int64)
             scores = fs.arc_scores(enc, w)
-            upd = self._update(data, enc, gold, scores)
-            if upd is not None:
-                U, delta = upd
-                w[U] += delta.astype(np.float32)
-                u[U] += (c * delta).astype(np.float32)
+            cons = self._constraints(data, enc, gold, scores)
+            if cons is None:
+                return
+            b, arc_h, arc_m, con_ptr, con_arc, con_coef = cons
+            offsets, ids = fs.arc_features(enc, arc_h, arc_m)
+            scratch.fit(ids.shape[0])
+            _solve_apply(offsets, ids, con_ptr, con_arc, con_coef, b, self.C,
+                         self._closed_form_single, w, u, float(c), scratch.keys,
+                         scratch.kcol, _MAX_ITER, _EPS)
 
         return averaged_online_fit(data, epochs, update, self.average, on_epoch, seed)
 
-    def _trees_update(self, fs, enc, gold, scores, trees):
-        """Hildreth update for tree constraints s(gold) - s(y) >= loss(y), y in trees."""
-        n = enc.n
-        rows, losses, margins = [], [], []
-        mods = np.arange(1, n + 1)
-        for y in trees:
-            wrong = mods[gold[1:] != y[1:]]
-            if wrong.size == 0:
-                continue
-            hs = np.concatenate([gold[wrong], y[wrong]])
-            ms = np.concatenate([wrong, wrong])
-            co = np.concatenate([np.ones(wrong.size), -np.ones(wrong.size)])
-            rows.append((hs, ms, co))
-            losses.append(float(wrong.size))
-            margins.append(float(scores[gold[wrong], wrong].sum() - scores[y[wrong], wrong].sum()))
-        if not rows:
+    @staticmethod
+    def _tree_constraints(gold, scores, trees):
+        """Constraints for the trees (k', n+1), or None when none is violated."""
+        b, arc_h, arc_m, con_ptr, con_arc, con_coef = _tree_constraints(
+            gold, np.ascontiguousarray(trees, dtype=np.int64),
+            np.ascontiguousarray(scores, dtype=np.float64))
+        if b.size == 0 or b.max() <= 0:
             return None
-        b = np.array(losses) - np.array(margins)
-        if b.max() <= 0:
-            return None
-        M, U = _constraint_matrix(fs, enc, rows)
-        if len(rows) == 1:
-            norm = float(M.multiply(M).sum())
-            if norm <= 0:
-                return None
-            alpha = np.array([min(self.C, max(0.0, b[0] / norm))])
-        else:
-            G = (M @ M.T).toarray()
-            alpha = hildreth(G, b, self.C)
-        if not alpha.any():
-            return None
-        delta = np.asarray(M.T @ alpha).ravel()
-        return U, delta
+        return b, arc_h, arc_m, con_ptr, con_arc, con_coef
 
 
 class Mira(_MiraBase):
@@ -118,9 +404,9 @@ class Mira(_MiraBase):
 
     name = "mira"
 
-    def _update(self, data, enc, gold, scores):
+    def _constraints(self, data, enc, gold, scores):
         pred = decode(scores, data.projective, data.single_root)
-        return self._trees_update(data.features, enc, gold, scores, [np.asarray(pred)])
+        return self._tree_constraints(gold, scores, np.asarray(pred)[None])
 
 
 class KBestMira(_MiraBase):
@@ -134,18 +420,19 @@ class KBestMira(_MiraBase):
         if self.k < 1:
             raise ValueError("k-best MIRA option k must be >= 1")
 
-    def _update(self, data, enc, gold, scores):
+    def _constraints(self, data, enc, gold, scores):
         if data.projective and self.k > 1:
-            trees = list(decode_kbest(scores, self.k, data.single_root))
+            trees = decode_kbest(scores, self.k, data.single_root)
         else:
-            trees = [decode(scores, data.projective, data.single_root)]
-        return self._trees_update(data.features, enc, gold, scores, trees)
+            trees = np.asarray(decode(scores, data.projective, data.single_root))[None]
+        return self._tree_constraints(gold, scores, trees)
 
 
 class FactoredMira(_MiraBase):
     """Factored MIRA (§3.1.2). Options: C, max_per_word."""
 
     name = "factored-mira"
+    _closed_form_single = False
 
     def __init__(self, C: float = np.inf, max_per_word: int = 5, average: bool = True):
         super().__init__(C, average)
@@ -153,7 +440,7 @@ class FactoredMira(_MiraBase):
         if self.max_per_word < 1:
             raise ValueError("factored MIRA option max_per_word must be >= 1")
 
-    def _update(self, data, enc, gold, scores):
+    def _constraints(self, data, enc, gold, scores):
         n = enc.n
         mods = np.arange(1, n + 1)
         s = scores[:, 1:].copy()  # (n+1, n) over heads x modifiers 1..n
@@ -171,13 +458,16 @@ class FactoredMira(_MiraBase):
             first = np.searchsorted(jk, jk, side="left")
             keep = np.arange(jk.size) - first < self.max_per_word
             jk, hk, slack = jk[keep], hk[keep], slack[keep]
-        m = jk + 1
-        rows = [(np.array([gold[mm], hh]), np.array([mm, mm]), np.array([1.0, -1.0]))
-                for hh, mm in zip(hk.tolist(), m.tolist())]
-        M, U = _constraint_matrix(data.features, enc, rows)
-        G = (M @ M.T).toarray()
-        alpha = hildreth(G, slack, self.C)
-        if not alpha.any():
-            return None
-        delta = np.asarray(M.T @ alpha).ravel()
-        return U, delta
+        m = (jk + 1).astype(np.int64)
+        # arcs: the gold arc of each word concerned, then one wrong arc per constraint
+        um, gold_idx = np.unique(m, return_inverse=True)
+        arc_h = np.concatenate([gold[um], hk.astype(np.int64)])
+        arc_m = np.concatenate([um, m])
+        r = np.arange(m.size, dtype=np.int64)
+        con_arc = np.empty(2 * m.size, dtype=np.int64)
+        con_arc[0::2] = gold_idx
+        con_arc[1::2] = um.size + r
+        con_coef = np.tile(np.array([1.0, -1.0]), m.size)
+        con_ptr = 2 * np.arange(m.size + 1, dtype=np.int64)
+        return (np.ascontiguousarray(slack, dtype=np.float64), arc_h, arc_m, con_ptr,
+                con_arc, con_coef)

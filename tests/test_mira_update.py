@@ -1,0 +1,125 @@
+"""MIRA updates from explicit feature ids (learn/mira.py) against the sparse-matrix
+formulation: constraint vectors as scipy CSR rows, Gram matrix M M^T, Hildreth,
+delta = M^T alpha. The kernel must give the same weights bit for bit."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from arboreal.features import FeatureSet
+from arboreal.inference.eisner import eisner_kbest
+from arboreal.learn import ArcFactoredData
+from arboreal.learn.hildreth import hildreth
+from arboreal.learn.mira import (FactoredMira, KBestMira, _HashScratch, _pairwise_sum,
+                                 _solve_apply)
+
+SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample" / "en_ewt-sample-train.conllu"
+
+
+@pytest.fixture(scope="module")
+def setup():
+    from arboreal.io.conllu import read_conllu
+
+    sents = [s for s in read_conllu(SAMPLE) if 2 <= len(s) <= 30][:12]
+    fs = FeatureSet("mcdonald", bits=16).fit(sents)
+    data = ArcFactoredData(fs, fs.encode(sents), [s.heads.astype(np.int64) for s in sents])
+    return fs, data
+
+
+def _reference(fs, enc, cons, C, closed_form_single, w, u, c):
+    """The update with explicit sparse constraint vectors (scipy)."""
+    b, arc_h, arc_m, con_ptr, con_arc, con_coef = cons
+    k = b.shape[0]
+    rows = np.repeat(np.arange(k), np.diff(con_ptr))
+    offsets, ids = fs.arc_features(enc, arc_h[con_arc], arc_m[con_arc])
+    counts = np.diff(offsets)
+    U, cols = np.unique(ids, return_inverse=True)
+    M = sp.csr_matrix((np.repeat(con_coef, counts), (np.repeat(rows, counts), cols)),
+                      shape=(k, len(U)))
+    M.sum_duplicates()
+    G = (M @ M.T).toarray()
+    if closed_form_single and k == 1:
+        if G[0, 0] <= 0:
+            return False
+        alpha = np.array([min(C, max(0.0, b[0] / G[0, 0]))])
+    else:
+        alpha = hildreth(G, b, C)
+    if not alpha.any():
+        return False
+    delta = np.asarray(M.T @ alpha).ravel()
+    w[U] += delta.astype(np.float32)
+    u[U] += (c * delta).astype(np.float32)
+    return True
+
+
+@pytest.mark.parametrize("learner", ["kbest", "kbest1", "factored"])
+@pytest.mark.parametrize("C", [np.inf, 0.05])
+def test_update_matches_sparse_reference(setup, learner, C):
+    fs, data = setup
+    rng = np.random.default_rng(3)
+    scratch = _HashScratch()
+    if learner == "factored":
+        lrn = FactoredMira(C=C, max_per_word=3)
+    else:
+        lrn = KBestMira(C=C, k=1 if learner == "kbest1" else 6)
+    checked = 0
+    for i, enc in enumerate(data.encoded):
+        gold = data.heads[i]
+        w = (rng.normal(size=fs.dim) * 0.3).astype(np.float32)
+        u = (rng.normal(size=fs.dim)).astype(np.float32)
+        scores = fs.arc_scores(enc, w)
+        cons = lrn._constraints(data, enc, gold, scores)
+        if cons is None:
+            continue
+        w_ref, u_ref = w.copy(), u.copy()
+        c = float(rng.integers(1, 1000))
+        changed_ref = _reference(fs, enc, cons, lrn.C, lrn._closed_form_single, w_ref, u_ref, c)
+        offsets, ids = fs.arc_features(enc, cons[1], cons[2])
+        scratch.fit(ids.shape[0])
+        b, _, _, con_ptr, con_arc, con_coef = cons
+        changed = _solve_apply(offsets, ids, con_ptr, con_arc, con_coef, b, lrn.C,
+                               lrn._closed_form_single, w, u, c, scratch.keys, scratch.kcol,
+                               10000, 1e-8)
+        assert changed == changed_ref
+        assert np.array_equal(w, w_ref) and np.array_equal(u, u_ref)
+        assert (scratch.keys == -1).all()          # the hash table is left empty
+        checked += changed
+    assert checked >= 5
+
+
+def test_tree_constraints(setup):
+    fs, data = setup
+    enc, gold = data.encoded[0], data.heads[0]
+    n = enc.n
+    scores = np.random.default_rng(0).normal(size=(n + 1, n + 1))
+    trees, _ = eisner_kbest(scores, 4)
+    trees = np.vstack([gold[None], trees])            # the gold tree gives no constraint
+    cons = KBestMira._tree_constraints(gold, scores, trees)
+    assert cons is not None
+    b, arc_h, arc_m, con_ptr, con_arc, con_coef = cons
+    wrong = [t for t in trees if (t[1:] != gold[1:]).any()]
+    assert b.shape == (len(wrong),)
+    assert len(set(zip(arc_h.tolist(), arc_m.tolist()))) == len(arc_h)   # distinct arcs
+    for i, y in enumerate(wrong):
+        ms = np.nonzero(y[1:] != gold[1:])[0] + 1
+        margin = scores[gold[ms], ms].sum() - scores[y[ms], ms].sum()
+        assert b[i] == len(ms) - margin
+        sl = slice(con_ptr[i], con_ptr[i + 1])
+        got = sorted(zip(arc_h[con_arc[sl]].tolist(), arc_m[con_arc[sl]].tolist(),
+                         con_coef[sl].tolist()))
+        want = sorted([(int(gold[m]), int(m), 1.0) for m in ms]
+                      + [(int(y[m]), int(m), -1.0) for m in ms])
+        assert got == want
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=st.integers(0, 700), seed=st.integers(0, 2**31))
+def test_pairwise_sum_is_numpys(n, seed):
+    rng = np.random.default_rng(seed)
+    a = rng.normal(size=n) * 10.0 ** rng.integers(-3, 5, size=n)
+    assert _pairwise_sum(a, 0, n) == 0.0 + a.sum()

@@ -679,6 +679,27 @@ def _eisner_kbest_kernel(scores, lengths, order, V, K, single_root, heads, tscor
                 Hk = np.empty(cap, dtype=np.int64)
 
 
+@njit(cache=True)
+def _eisner_kbest_one(scores, K, single_root):
+    """One sentence (scores (n+1, n+1) float64, C order) in a single call:
+    validation, :func:`_eisner_kbest_kernel` and the count of finite trees
+    (-1 if a score is NaN or +inf).  Saves the batch wrapper's numpy calls,
+    which cost more than the k-best search itself for short sentences."""
+    N1 = scores.shape[0]
+    batch = scores.reshape((1, N1, N1))
+    lengths = np.full(1, N1 - 1, dtype=np.int64)
+    heads = np.empty((1, K, N1), dtype=np.int64)
+    tscores = np.empty((1, K))
+    if _find_bad_scores(batch, lengths) >= 0:
+        return heads[0], tscores[0], -1
+    _eisner_kbest_kernel(batch, lengths, np.zeros(1, dtype=np.int64), 1, K, single_root,
+                         heads, tscores)
+    cnt = 0
+    while cnt < K and tscores[0, cnt] > _NEG:
+        cnt += 1
+    return heads[0], tscores[0], cnt
+
+
 def eisner_kbest(scores: np.ndarray, k: int, single_root: bool = True,
                  lengths: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The k best projective trees, best first (Huang & Chiang 2005).
@@ -704,6 +725,18 @@ def eisner_kbest(scores: np.ndarray, k: int, single_root: bool = True,
     k = int(k)
     if k < 1:
         raise ValueError(f"k must be >= 1, got {k}")
+    if (lengths is None and isinstance(scores, np.ndarray) and scores.ndim == 2
+            and scores.shape[0] == scores.shape[1] and scores.shape[0] >= 1
+            and scores.dtype.kind == "f"):
+        # one sentence: everything in one compiled call
+        heads, tscores, cnt = _eisner_kbest_one(
+            np.ascontiguousarray(scores, dtype=np.float64), k, bool(single_root))
+        if cnt < 0:
+            raise ValueError("scores contain NaN or +inf; "
+                             "use finite values, or -inf for a forbidden arc")
+        if cnt == 0:
+            raise _no_tree_error(0, True, single_root, True)
+        return heads[:cnt], tscores[:cnt]
     batch, lengths, single = _prepare(scores, lengths)
     B, N1 = batch.shape[0], batch.shape[1]
     heads = np.empty((B, k, N1), dtype=np.int64)

@@ -40,7 +40,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from arboreal.learn import ArcFactoredData, EpochCallback, decode, decode_kbest
+from arboreal.inference.eisner import eisner_kbest
+from arboreal.learn import ArcFactoredData, EpochCallback, decode
 from arboreal.learn.hildreth import _hildreth
 from arboreal.learn.perceptron import averaged_online_fit
 
@@ -422,7 +423,8 @@ class KBestMira(_MiraBase):
 
     def _constraints(self, data, enc, gold, scores):
         if data.projective and self.k > 1:
-            trees = decode_kbest(scores, self.k, data.single_root)
+            # one sentence: only the finite-score trees come back
+            trees, _ = eisner_kbest(scores, self.k, single_root=data.single_root)
         else:
             trees = np.asarray(decode(scores, data.projective, data.single_root))[None]
         return self._tree_constraints(gold, scores, trees)

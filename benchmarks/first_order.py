@@ -37,6 +37,12 @@ CONFIGS = {
     "default-eisner-mira": ["--features", "default", "--decoder", "eisner", "--learner", "mira"],
     "default-cle-perceptron": ["--features", "default", "--decoder", "cle",
                                "--learner", "perceptron"],
+    "default-cle-mira": ["--features", "default", "--decoder", "cle", "--learner", "mira"],
+    # trained non-projectively (Chu-Liu-Edmonds), test decoder chosen on dev (Koo et al. 2007 §6.2)
+    "default-auto-perceptron": ["--features", "default", "--decoder", "auto",
+                                "--learner", "perceptron"],
+    "mcdonald-cle-perceptron": ["--features", "mcdonald", "--decoder", "cle",
+                                "--learner", "perceptron"],
 }
 DEFAULT_CONFIGS = ["mcdonald-eisner-perceptron", "default-eisner-perceptron",
                    "default-eisner-mira", "default-cle-perceptron"]

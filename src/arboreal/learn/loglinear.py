@@ -29,6 +29,9 @@ family) and ``"adagrad"`` (mini-batch stochastic, for large data).
 
 Labels: this learner trains the unlabeled arc model; labels come from the parser's
 second-stage labeler, exactly as for the perceptron and MIRA (see docs/koo2007.md).
+Its subclass :class:`arboreal.learn.labeled_loglinear.LabeledLogLinear`
+(``--learner loglinear-labeled`` / ``--labeled-partition``) trains arcs and labels
+jointly through the labeled partition function (Koo et al. 2007 §3.4).
 """
 from __future__ import annotations
 

@@ -193,7 +193,7 @@ def _eisner_kernel(scores, lengths, order, V, single_root, heads, status):
     lo = 1 if single_root else 0
     for c0 in range(0, B, V):
         nl = min(V, B - c0)
-        P = 1
+        P = np.int64(1)     # not a literal: one compiled _eisner_forward for both kernels
         for l in range(nl):
             b = order[c0 + l]
             heads[b, :] = -1
@@ -656,7 +656,7 @@ def _eisner_kbest_kernel(scores, lengths, order, V, K, single_root, heads, tscor
     lo = 1 if single_root else 0
     for c0 in range(0, B, V):
         nl = min(V, B - c0)
-        P = 1
+        P = np.int64(1)
         for l in range(nl):
             b = order[c0 + l]
             if lengths[b] + 1 - lo > P:
@@ -692,7 +692,8 @@ def _eisner_kbest_one(scores, K, single_root):
     tscores = np.empty((1, K))
     if _find_bad_scores(batch, lengths) >= 0:
         return heads[0], tscores[0], -1
-    _eisner_kbest_kernel(batch, lengths, np.zeros(1, dtype=np.int64), 1, K, single_root,
+    V = lengths.shape[0]    # 1, as a run-time int: a literal would compile the kernel again
+    _eisner_kbest_kernel(batch, lengths, np.zeros(1, dtype=np.int64), V, K, single_root,
                          heads, tscores)
     cnt = 0
     while cnt < K and tscores[0, cnt] > _NEG:

@@ -141,10 +141,52 @@ def main(argv=None) -> int:
                     help="pick the best iteration on the first N dev sentences (0: all); "
                          "the full dev and test sets are scored at the end")
     ap.add_argument("--decoder", choices=("eisner", "cle"), default="eisner")
+    ap.add_argument("--report", nargs="+", metavar="RESULT.json",
+                    help="write the docs/benchmarks.md section from result lines printed by "
+                         "earlier runs of this script (one JSON object per line) and exit")
+    ap.add_argument("--note", default="", help="text appended to the report")
     args = ap.parse_args(argv)
+    if args.report:
+        return report(args.report, args.note)
     configs = ("labeled", "two-stage") if args.config == "both" else (args.config,)
     for config in configs:
         print(json.dumps(run(config, args)), flush=True)
+    return 0
+
+
+def report(paths: list[str], note: str) -> int:
+    """docs/benchmarks.md section ``labeled_loglinear`` from saved result lines."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from _report import write_section
+
+    rows = []
+    for p in paths:
+        rows += [json.loads(line) for line in Path(p).read_text().splitlines() if line.strip()]
+    if not rows:
+        return 1
+    r0 = rows[0]
+    lines = [f"EWT train, first {r0['train_sentences']} sentences ({r0['train_words']} words); "
+             f"default features, 2^{r0['bits']} weights, C = {r0['C']}, {r0['iterations']} L-BFGS "
+             f"iterations, {r0['decoder']} decoding, single root; the iteration is chosen on UAS of "
+             f"the first {r0['select_dev_sentences']} dev sentences, then all of dev and test are "
+             "scored. LAS on full labels (universal part in parentheses).", "",
+             "| configuration | learner | best iteration | dev UAS | dev LAS | test UAS | test LAS "
+             "| CPU s per pass | train CPU s | train wall s |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        d, t = r["dev"], r["test"]
+        lines.append(f"| {r['config']} | {r['learner']} | {r['best_iteration']} | {d['UAS']:.2f} | "
+                     f"{d['LAS']:.2f} ({d['LAS_universal']:.2f}) | {t['UAS']:.2f} | "
+                     f"{t['LAS']:.2f} ({t['LAS_universal']:.2f}) | {r['pass_cpu_s']:.1f} | "
+                     f"{r['train_cpu_s']:.0f} | {r['train_wall_s']:.0f} |")
+    body = "\n".join(lines) + ("\n\n" + note if note else "") + "\n"
+    configs = " / ".join(r["config"] for r in rows)
+    cmd = (f"python benchmarks/labeled_loglinear.py --config {{{configs}}} --limit "
+           f"{r0['train_sentences']} --iterations {r0['iterations']} --C {r0['C']} --bits {r0['bits']}"
+           f" --select-dev {r0['select_dev_sentences']}")
+    write_section("labeled_loglinear", "Jointly labeled log-linear training vs. log-linear + "
+                  "labeler (EWT subset)", cmd, body)
+    print(body)
     return 0
 
 

@@ -51,9 +51,12 @@ def test_learner_fits_tiny_treebank(tiny, name, projective, options):
     sents = [s for s in tiny if _is_projective(s.heads)] if projective else tiny
     data = _data(sents, projective)
     seen = []
-    w = get_learner(name, **options).fit(data, epochs=8, on_epoch=lambda e, w: seen.append(e),
-                                         seed=1)
-    assert seen == list(range(1, 9))
+    # once the perceptron stops erring, its average converges to the separating last
+    # weights; how many epochs that takes depends on hash collisions, so give it 30
+    epochs = 30 if name == "perceptron" and options.get("average", True) else 8
+    w = get_learner(name, **options).fit(data, epochs=epochs,
+                                         on_epoch=lambda e, w: seen.append(e), seed=1)
+    assert seen == list(range(1, epochs + 1))
     assert w.shape == (data.features.dim,)
     for enc, gold in zip(data.encoded, data.heads):
         pred = decode(data.features.arc_scores(enc, w), projective, True)

@@ -203,6 +203,9 @@ def main(argv: list[str] | None = None) -> int:
         if args.results_dir is not None:
             cmd = (f"{cmd} --results-dir DIR (each configuration first run as its own "
                    "process, several at a time, then gathered with --collect)")
+        retimed = sorted({r["parse"]["retimed"] for r in results if r["parse"].get("retimed")})
+        if retimed:
+            cmd += f"; parsing re-timed with --retime-parse {retimed[-1]}"
         write_section("first_order", "First-order parser on English-EWT", cmd, body)
         print(body)
     return 0

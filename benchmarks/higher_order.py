@@ -151,7 +151,7 @@ def report(specs: list[str], args) -> str:
         "UAS/LAS/complete count every word (punctuation included); labels come from the "
         "first-order parser's second-stage labeler (arboreal.models.labeler). Parse speed: one process, model load + read + parse + write of EWT "
         "test, numba kernels from the on-disk cache (a warm-up run first); the 2-core "
-        "machine was shared with other jobs (load average 8-10), so wall-clock timings are "
+        "machine may be shared with other jobs (see below), which makes wall-clock timings "
         "noisy; the CPU figure divides by the process's CPU time (time.process_time) "
         "instead, which contention inflates less. Compare rows, not absolute figures. Peak memory: maximum "
         "resident set of the training process (includes parsing dev and test)."

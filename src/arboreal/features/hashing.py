@@ -390,86 +390,35 @@ def arc_scores_kernel(codes, tmpl, w, long_attr, bits, spread=0):
     return out
 
 
-@njit(cache=True, inline="always")
-def _scatter(out, f, v, use_mask, allowed):
-    if not use_mask or allowed[f]:
-        out[f] += v
-
-
 @njit(cache=True)
 def accumulate_dense_kernel(codes, tmpl, coef, out, scale, long_attr, bits, allowed, spread=0):
     """``out += scale * sum_{h,m} coef[h, m] f(h, m)`` for a dense coef (n+1, n+1).
 
-    The exact adjoint of :func:`arc_scores_kernel` (same hashing, template
-    conditions, one-sided blocks and class-count sweep over in-between words): a
-    one-sided template scatters per word the coefficient sums of its arcs by
-    (direction, distance) slot; an arc costs O(T_2 + T_between * #distinct classes
-    between). Column 0 and the diagonal of coef are ignored. Buckets masked by the
-    cut-off (``allowed`` non-empty and False there) are skipped.
+    The exact adjoint of :func:`arc_scores_kernel` (same hashing, same template
+    conditions, same class-count sweep over in-between words; arc-outer, template-inner:
+    for scattered read-modify-writes this order measured 2.4x faster than the
+    template-outer order of the scoring kernel; the mask test is written out, not
+    called, because an inlined helper there made the kernel 2.7x slower), so an arc costs
+    O(T + T_between * #distinct classes between) instead of
+    O(T + T_between * distance) as with :func:`arc_ids`. Column 0 and the diagonal
+    of coef are ignored. Buckets masked by the cut-off (``allowed`` non-empty and
+    False there) are skipped.
     """
     n = codes.shape[1] - 3
+    T = tmpl.shape[0]
     G = group_hashes(codes, tmpl, np.zeros(0, dtype=np.int64))
     shift = np.uint64(64 - bits)
     use_mask = allowed.shape[0] > 0
     plain_t, cond_t, loop_t, cls, rep = _sweep_setup(codes, tmpl, G, long_attr)
-    side = _plain_sides(tmpl, plain_t)
-    islong = _long_flags(codes, long_attr, n)
-    msum = np.zeros((n + 1, BLOCK))
-    ddrow = np.zeros(n + 1, dtype=np.int64)
-    vrow = np.zeros(n + 1)
-    hsum = np.zeros(BLOCK)
-    for h in range(n + 1):
-        hsum[:] = 0.0
-        anyv = False
-        for m in range(1, n + 1):
-            v = scale * coef[h, m] if m != h else 0.0
-            vrow[m] = v
-            if v != 0.0:
-                anyv = True
-                d = _dd(h, m)
-                ddrow[m] = d
-                hsum[0] += v
-                hsum[d] += v
-                msum[m, 0] += v
-                msum[m, d] += v
-        if not anyv:
-            continue
-        hlong = islong[h]
-        for i in range(plain_t.shape[0]):
-            t = plain_t[i]
-            cond = cond_t[i]
-            hx = G[0, h + 1, t] ^ G[3, 0, t] ^ G[2, 0, t]
-            if side[i] == 1:
-                if _fires_at(cond, hlong, False):
-                    x = _pos(hx ^ G[1, 0, t], shift)
-                    for k in range(BLOCK - 1):
-                        if hsum[k] != 0.0:
-                            _scatter(out, _slot(x, k, spread), hsum[k], use_mask, allowed)
-            elif side[i] == 0:
-                for m in range(1, n + 1):
-                    v = vrow[m]
-                    if v != 0.0 and _fires_at(cond, hlong, islong[m]):
-                        x = _pos(hx ^ G[1, m + 1, t], shift)
-                        _scatter(out, _slot(x, 0, spread), v, use_mask, allowed)
-                        _scatter(out, _slot(x, ddrow[m], spread), v, use_mask, allowed)
-    for i in range(plain_t.shape[0]):
-        if side[i] != 2:
-            continue
-        t = plain_t[i]
-        hx = G[0, 0, t] ^ G[3, 0, t] ^ G[2, 0, t]
-        for m in range(1, n + 1):
-            if _fires_at(cond_t[i], False, islong[m]):
-                x = _pos(hx ^ G[1, m + 1, t], shift)
-                for k in range(BLOCK - 1):
-                    if msum[m, k] != 0.0:
-                        _scatter(out, _slot(x, k, spread), msum[m, k], use_mask, allowed)
     nloop = loop_t.shape[0]
-    if nloop == 0:
-        return
     cnt = np.zeros((nloop, n + 2), dtype=np.int64)
     active = np.empty((nloop, n + 2), dtype=np.int64)
     nact = np.zeros(nloop, dtype=np.int64)
+    hx = np.empty(T, dtype=np.uint64)
     for h in range(n + 1):
+        for t in range(T):
+            hx[t] = G[0, h + 1, t] ^ G[3, 0, t] ^ G[2, 0, t]
+        hlong = long_attr >= 0 and codes[long_attr, h + 1] != 0
         for direction in range(2):
             step = 1 if direction == 0 else -1
             m = h + step
@@ -478,6 +427,24 @@ def accumulate_dense_kernel(codes, tmpl, coef, out, scale, long_attr, bits, allo
                 v = scale * coef[h, m]
                 if v != 0.0:
                     dd = _dd(h, m)
+                    mlong = long_attr >= 0 and codes[long_attr, m + 1] != 0
+                    for i in range(plain_t.shape[0]):
+                        cond = cond_t[i]
+                        if cond != 0:
+                            if not (((cond & 1) and hlong) or ((cond & 2) and mlong)):
+                                continue
+                        t = plain_t[i]
+                        x = _pos(hx[t] ^ G[1, m + 1, t], shift)
+                        f0 = _slot(x, 0, spread)
+                        f1 = _slot(x, dd, spread)
+                        if use_mask:
+                            if allowed[f0]:
+                                out[f0] += v
+                            if allowed[f1]:
+                                out[f1] += v
+                        else:
+                            out[f0] += v
+                            out[f1] += v
                     for li in range(nloop):
                         t = loop_t[li]
                         hv0 = G[0, h + 1, t] ^ G[1, m + 1, t] ^ G[3, 0, t]
@@ -485,8 +452,16 @@ def accumulate_dense_kernel(codes, tmpl, coef, out, scale, long_attr, bits, allo
                             c = active[li, j]
                             xp = _pos(hv0 ^ rep[li, c], shift)
                             x = v * cnt[li, c]
-                            _scatter(out, _slot(xp, 0, spread), x, use_mask, allowed)
-                            _scatter(out, _slot(xp, dd, spread), x, use_mask, allowed)
+                            f0 = _slot(xp, 0, spread)
+                            f1 = _slot(xp, dd, spread)
+                            if use_mask:
+                                if allowed[f0]:
+                                    out[f0] += x
+                                if allowed[f1]:
+                                    out[f1] += x
+                            else:
+                                out[f0] += x
+                                out[f1] += x
                 _sweep_push(cls, cnt, active, nact, m)
                 m += step
 

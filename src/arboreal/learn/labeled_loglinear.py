@@ -185,8 +185,6 @@ class LabeledLogLinear(LogLinear):
         return self._fit_adagrad_labeled(data, lb, active, epochs, on_epoch, seed)
 
     def _fit_lbfgs_labeled(self, data, lb, active, epochs, on_epoch):
-        from scipy.optimize import minimize
-
         observed = lb.observed_labeled()
         x = np.zeros(lb.dim)
         state = {"epoch": 0, "t0": time.perf_counter()}
@@ -201,28 +199,7 @@ class LabeledLogLinear(LogLinear):
             state["last"] = value
             return value, grad[active]
 
-        def callback(zk):
-            state["epoch"] += 1
-            e = state["epoch"]
-            full = np.zeros(lb.dim)
-            full[active] = zk
-            rec = {"epoch": e, "objective": state.get("last", float("nan")),
-                   "seconds": time.perf_counter() - state["t0"]}
-            self.history.append(rec)
-            self._log(f"loglinear-labeled iter {e}: objective {rec['objective']:.6g} "
-                      f"({rec['seconds']:.1f} s)")
-            if on_epoch is not None:
-                on_epoch(e, full)
-
-        if epochs <= 0 or len(active) == 0:
-            return x
-        res = minimize(fun, np.zeros(len(active)), jac=True, method="L-BFGS-B",
-                       callback=callback,
-                       options={"maxiter": int(epochs), "maxcor": self.memory,
-                                "gtol": 1e-9, "ftol": 1e-12})
-        out = np.zeros(lb.dim)
-        out[active] = res.x
-        return out
+        return self._run_lbfgs(fun, active, lb.dim, epochs, on_epoch, state, self.name)
 
     def _fit_adagrad_labeled(self, data, lb, active, epochs, on_epoch, seed):
         rng = np.random.default_rng(seed)

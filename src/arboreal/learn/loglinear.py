@@ -243,8 +243,6 @@ class LogLinear:
         return self._fit_adagrad(data, sb, active, epochs, on_epoch, seed)
 
     def _fit_lbfgs(self, data, sb, active, epochs, on_epoch):
-        from scipy.optimize import minimize
-
         dim = data.features.dim
         observed = sb.observed(dim)
         w = np.zeros(dim)
@@ -258,6 +256,17 @@ class LogLinear:
             state["last"] = value
             return value, grad[active]
 
+        return self._run_lbfgs(fun, active, dim, epochs, on_epoch, state, self.name)
+
+    def _run_lbfgs(self, fun, active: np.ndarray, dim: int, epochs: int, on_epoch,
+                   state: dict, label: str) -> np.ndarray:
+        """scipy L-BFGS over the ``active`` coordinates of a ``dim`` vector.
+
+        ``fun(x) -> (value, grad)`` on the active coordinates must store its value in
+        ``state["last"]``; one iteration = one epoch for ``on_epoch`` and ``history``.
+        """
+        from scipy.optimize import minimize
+
         def callback(xk):
             state["epoch"] += 1
             e = state["epoch"]
@@ -266,13 +275,13 @@ class LogLinear:
             rec = {"epoch": e, "objective": state.get("last", float("nan")),
                    "seconds": time.perf_counter() - state["t0"]}
             self.history.append(rec)
-            self._log(f"loglinear iter {e}: objective {rec['objective']:.6g} "
+            self._log(f"{label} iter {e}: objective {rec['objective']:.6g} "
                       f"({rec['seconds']:.1f} s)")
             if on_epoch is not None:
                 on_epoch(e, full)
 
         if epochs <= 0 or len(active) == 0:
-            return w
+            return np.zeros(dim)
         res = minimize(fun, np.zeros(len(active)), jac=True, method="L-BFGS-B",
                        callback=callback,
                        options={"maxiter": int(epochs), "maxcor": self.memory,

@@ -396,9 +396,9 @@ def accumulate_dense_kernel(codes, tmpl, coef, out, scale, long_attr, bits, allo
 
     The exact adjoint of :func:`arc_scores_kernel` (same hashing, same template
     conditions, same class-count sweep over in-between words; arc-outer, template-inner:
-    for scattered read-modify-writes this order measured 2.4x faster than the
-    template-outer order of the scoring kernel; the mask test is written out, not
-    called, because an inlined helper there made the kernel 2.7x slower), so an arc costs
+    for scattered read-modify-writes this order was faster than the template-outer
+    order of the scoring kernel, and the mask test is written out because an inlined
+    helper there was slower), so an arc costs
     O(T + T_between * #distinct classes between) instead of
     O(T + T_between * distance) as with :func:`arc_ids`. Column 0 and the diagonal
     of coef are ignored. Buckets masked by the cut-off (``allowed`` non-empty and

@@ -27,7 +27,7 @@ import numpy as np
 from numba import njit
 
 from arboreal.features.first_order import ATTR_INDEX, N_RESERVED
-from arboreal.features.hashing import HEAD, MOD, compile_templates
+from arboreal.features.hashing import HEAD, MOD, _fmix, _mix, compile_templates
 
 __all__ = ["LabelFeatures", "HEAD_TEMPLATES", "MOD_TEMPLATES", "label_feature_templates"]
 
@@ -39,27 +39,6 @@ MOD_TEMPLATES = ["m.word", "m.pos", "m.xpos", "m.lemma", "m.feats", "m.suf3", "m
 _POS = ATTR_INDEX["pos"]
 _K = np.uint64(0x9E3779B97F4A7C15)
 _DIR_SALT = np.uint64(0x632BE59BD9B4E019)
-_P = np.uint64(0x100000001B3)
-_C1 = np.uint64(0xFF51AFD7ED558CCD)
-_C2 = np.uint64(0xC4CEB9FE1A85EC53)
-_S33 = np.uint64(33)
-
-
-# own copies of the FNV step and the murmur finaliser: the label hashes need not
-# follow changes to the arc-feature kernel
-@njit(cache=True, inline="always")
-def _mix(h, v):
-    return (h ^ np.uint64(v)) * _P
-
-
-@njit(cache=True, inline="always")
-def _fmix(h):
-    h ^= h >> _S33
-    h *= _C1
-    h ^= h >> _S33
-    h *= _C2
-    h ^= h >> _S33
-    return h
 
 
 def label_feature_templates(attrs: set[str]) -> tuple[list[str], list[str]]:

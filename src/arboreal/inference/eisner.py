@@ -357,6 +357,25 @@ def _better(v, key, w, wkey):
 
 
 @njit(cache=True)
+def _sift_down(Hv, Hk, base, i, size, v, key):
+    """Place (v, key) at slot i of the max-heap Hv/Hk[base: base + size], moving it down."""
+    while True:
+        c = 2 * i + 1
+        if c >= size:
+            break
+        if c + 1 < size and _better(Hv[base + c + 1], Hk[base + c + 1],
+                                    Hv[base + c], Hk[base + c]):
+            c += 1
+        if not _better(Hv[base + c], Hk[base + c], v, key):
+            break
+        Hv[base + i] = Hv[base + c]
+        Hk[base + i] = Hk[base + c]
+        i = c
+    Hv[base + i] = v
+    Hk[base + i] = key
+
+
+@njit(cache=True)
 def _splits(typ, w, P):
     """(first, last + 1) split offsets of an item."""
     if typ == 0:
@@ -455,23 +474,7 @@ def _kbest_lane(b, l, V, lo, P, K, single_root, scores, CH, SR, SL,
                         m += 1
                 # heapify (sift-down from the last parent)
                 for i0 in range(m // 2 - 1, -1, -1):
-                    i = i0
-                    v = Hv[used + i]
-                    key = Hk[used + i]
-                    while True:
-                        c = 2 * i + 1
-                        if c >= m:
-                            break
-                        if c + 1 < m and _better(Hv[used + c + 1], Hk[used + c + 1],
-                                                 Hv[used + c], Hk[used + c]):
-                            c += 1
-                        if not _better(Hv[used + c], Hk[used + c], v, key):
-                            break
-                        Hv[used + i] = Hv[used + c]
-                        Hk[used + i] = Hk[used + c]
-                        i = c
-                    Hv[used + i] = v
-                    Hk[used + i] = key
+                    _sift_down(Hv, Hk, used, i0, m, Hv[used + i0], Hk[used + i0])
                 hsz[typ, x, w] = m
                 state[typ, x, w] = 0
                 used += (k1 - k0) + 2 * K + 2
@@ -557,22 +560,7 @@ def _kbest_lane(b, l, V, lo, P, K, single_root, scores, CH, SR, SL,
         Dcnt[typ, x, w] = d + 1
         size -= 1
         v = Hv[base + size]
-        key = Hk[base + size]
-        i = 0
-        while True:
-            c = 2 * i + 1
-            if c >= size:
-                break
-            if c + 1 < size and _better(Hv[base + c + 1], Hk[base + c + 1],
-                                        Hv[base + c], Hk[base + c]):
-                c += 1
-            if not _better(Hv[base + c], Hk[base + c], v, key):
-                break
-            Hv[base + i] = Hv[base + c]
-            Hk[base + i] = Hk[base + c]
-            i = c
-        Hv[base + i] = v
-        Hk[base + i] = key
+        _sift_down(Hv, Hk, base, 0, size, v, Hk[base + size])
         hsz[typ, x, w] = size
         state[typ, x, w] |= _PEND
     # ---- backtrack every derivation of the root item ----------------------

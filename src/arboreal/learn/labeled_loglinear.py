@@ -202,31 +202,13 @@ class LabeledLogLinear(LogLinear):
         return self._run_lbfgs(fun, active, lb.dim, epochs, on_epoch, state, self.name)
 
     def _fit_adagrad_labeled(self, data, lb, active, epochs, on_epoch, seed):
-        rng = np.random.default_rng(seed)
         N = len(lb.heads)
-        x = np.zeros(lb.dim)
-        G = np.zeros(lb.dim)
-        nonempty = np.flatnonzero(lb.lengths > 0)
         cap = max(1 << 12, _LABELED_ENTRIES // lb.L)
-        t0 = time.perf_counter()
-        for e in range(1, epochs + 1):
-            order = rng.permutation(nonempty)
-            total = 0.0
-            for s in range(0, len(order), self.batch_size):
-                idx = order[s: s + self.batch_size]
-                buckets = [idx[b] for b in length_buckets(lb.lengths[idx], max_entries=cap)]
-                obs = lb.observed_labeled(idx)
-                value, grad = labeled_objective(lb, x, self.C, data.projective,
-                                                data.single_root, obs, buckets,
-                                                regularize=len(idx) / N)
-                total += value
-                g = grad[active]
-                G[active] += g * g
-                x[active] -= self.learning_rate * g / (np.sqrt(G[active]) + 1e-8)
-            rec = {"epoch": e, "objective": total, "seconds": time.perf_counter() - t0}
-            self.history.append(rec)
-            self._log(f"loglinear-labeled adagrad epoch {e}: running objective {total:.6g} "
-                      f"({rec['seconds']:.1f} s)")
-            if on_epoch is not None:
-                on_epoch(e, x.copy())
-        return x
+
+        def batch_objective(x, idx):
+            buckets = [idx[b] for b in length_buckets(lb.lengths[idx], max_entries=cap)]
+            return labeled_objective(lb, x, self.C, data.projective, data.single_root,
+                                     lb.observed_labeled(idx), buckets, regularize=len(idx) / N)
+
+        return self._run_adagrad(batch_objective, np.flatnonzero(lb.lengths > 0), active, lb.dim,
+                                 epochs, on_epoch, seed, self.name)

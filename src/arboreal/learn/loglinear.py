@@ -291,32 +291,41 @@ class LogLinear:
         return out
 
     def _fit_adagrad(self, data, sb, active, epochs, on_epoch, seed):
-        rng = np.random.default_rng(seed)
         dim = data.features.dim
         N = len(sb.heads)
-        w = np.zeros(dim)
+
+        def batch_objective(w, idx):
+            buckets = [idx[b] for b in length_buckets(sb.lengths[idx])]
+            return loglinear_objective(sb, w, self.C, data.projective, data.single_root,
+                                       sb.observed(dim, idx), buckets, regularize=len(idx) / N)
+
+        return self._run_adagrad(batch_objective, np.flatnonzero(sb.lengths > 0), active, dim,
+                                 epochs, on_epoch, seed, self.name)
+
+    def _run_adagrad(self, batch_objective, nonempty: np.ndarray, active: np.ndarray, dim: int,
+                     epochs: int, on_epoch, seed: int, label: str) -> np.ndarray:
+        """Mini-batch AdaGrad over the ``active`` coordinates of a ``dim`` vector.
+
+        ``batch_objective(x, idx) -> (value, grad)`` for the sentences ``idx`` (grad of
+        length ``dim``); batches of ``batch_size`` sentences in a fresh order each epoch.
+        """
+        rng = np.random.default_rng(seed)
+        x = np.zeros(dim)
         G = np.zeros(dim)
-        nonempty = np.flatnonzero(sb.lengths > 0)
         t0 = time.perf_counter()
         for e in range(1, epochs + 1):
             order = rng.permutation(nonempty)
             total = 0.0
             for s in range(0, len(order), self.batch_size):
-                idx = order[s: s + self.batch_size]
-                buckets = length_buckets(sb.lengths[idx])
-                buckets = [idx[b] for b in buckets]
-                obs = sb.observed(dim, idx)
-                value, grad = loglinear_objective(sb, w, self.C, data.projective,
-                                                  data.single_root, obs, buckets,
-                                                  regularize=len(idx) / N)
+                value, grad = batch_objective(x, order[s: s + self.batch_size])
                 total += value
                 g = grad[active]
                 G[active] += g * g
-                w[active] -= self.learning_rate * g / (np.sqrt(G[active]) + 1e-8)
+                x[active] -= self.learning_rate * g / (np.sqrt(G[active]) + 1e-8)
             rec = {"epoch": e, "objective": total, "seconds": time.perf_counter() - t0}
             self.history.append(rec)
-            self._log(f"loglinear adagrad epoch {e}: running objective {total:.6g} "
+            self._log(f"{label} adagrad epoch {e}: running objective {total:.6g} "
                       f"({rec['seconds']:.1f} s)")
             if on_epoch is not None:
-                on_epoch(e, w.copy())
-        return w
+                on_epoch(e, x.copy())
+        return x

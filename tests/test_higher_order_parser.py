@@ -340,18 +340,3 @@ def test_cli_decoder_cle_selects_hill_climbing(tmp_path):
     assert HigherOrderParser.load(model).projective is False
     assert main(["train", str(small), "--order", "2", "--decoder", "auto", "--epochs", "1",
                  "-o", str(model), "--quiet"]) == 2
-
-
-def test_weight_vectors_stored_sparse_or_dense():
-    """Mostly-zero vectors are stored sparse, mostly non-zero ones dense; both round-trip."""
-    from arboreal.models.higher_order import _get_vector, _put_vector
-
-    rng = np.random.default_rng(0)
-    for density, key in ((0.05, "x_idx"), (0.9, "x_dense")):
-        w = np.where(rng.random(4096) < density, rng.normal(size=4096), 0.0).astype(np.float32)
-        arrays = {}
-        _put_vector(arrays, "x", w)
-        assert key in arrays and len(arrays) == (1 if key == "x_dense" else 2)
-        assert np.array_equal(_get_vector(arrays, "x", 4096), w)
-    with pytest.raises(ValueError):
-        _get_vector({"x_dense": np.zeros(10, dtype=np.float32)}, "x", 4096)

@@ -55,8 +55,9 @@ from arboreal.inference.higher_order import (
 )
 from arboreal.learn.perceptron import final_weights
 from arboreal.models.labeler import Labeler, label_templates
-from arboreal.models.serialization import (dense_vector, load_model_file, save_model_file,
-                                           sparse_vector)
+from arboreal.models.serialization import (get_strings, get_vocabs, get_weights,
+                                           load_model_file, put_strings, put_vocabs,
+                                           put_weights, save_model_file)
 
 PART_NAMES = {"sibling": "sib", "grandparent": "grand", "grand-sibling": "gsib",
               "tri-sibling": "trisib"}
@@ -84,27 +85,6 @@ def parse_parts(order: int, parts: str | Sequence[str] | None) -> tuple[str, ...
 
 
 PRUNE_BATCH = 64   # sentences of similar length per batched marginals / Eisner call
-
-
-def _put_vector(arrays: dict, prefix: str, w: np.ndarray) -> None:
-    """Store float32 weights sparse (``prefix_idx``, ``prefix_val``), or dense
-    (``prefix_dense``) when that is smaller: trained higher-order weight vectors are
-    often more than half non-zero, and a dense array loads without a scatter."""
-    idx, val = sparse_vector(w)
-    if idx.size * (idx.itemsize + 4) >= w.size * 4:
-        arrays[f"{prefix}_dense"] = np.ravel(w).astype(np.float32)
-    else:
-        arrays[f"{prefix}_idx"], arrays[f"{prefix}_val"] = idx, val.astype(np.float32)
-
-
-def _get_vector(arrays: dict, prefix: str, size: int) -> np.ndarray:
-    """Inverse of :func:`_put_vector` (float32, ``size`` weights)."""
-    if f"{prefix}_dense" in arrays:
-        w = np.asarray(arrays[f"{prefix}_dense"], dtype=np.float32)
-        if w.shape != (size,):
-            raise ValueError(f"{prefix}_dense has {w.size} weights, expected {size}")
-        return w
-    return dense_vector(arrays[f"{prefix}_idx"], arrays[f"{prefix}_val"], size)
 
 
 class HigherOrderParser:
@@ -465,12 +445,12 @@ class HigherOrderParser:
     def save(self, path: str | os.PathLike) -> None:
         """Write the model atomically as one .npz (no pickle), common arboreal format."""
         self._check_trained()
-        arrays = {"labels": self.labeler.labels.astype(str)}
-        _put_vector(arrays, "w", self.w)
-        _put_vector(arrays, "p", self.w_prune)
-        _put_vector(arrays, "l", self.labeler.W)
-        for name, v in self.fs.vocabs.items():
-            arrays[f"vocab_{name}"] = np.asarray(v, dtype=str)
+        arrays: dict = {}
+        put_strings(arrays, "labels", self.labeler.labels.tolist())
+        put_weights(arrays, "w", self.w)
+        put_weights(arrays, "p", self.w_prune)
+        put_weights(arrays, "l", self.labeler.W)
+        put_vocabs(arrays, self.fs.vocabs)
         if self.fs.allowed is not None:
             arrays["allowed"] = np.packbits(self.fs.allowed)
         meta = {"model_type": self.model_type, "module_version": FORMAT_VERSION,
@@ -501,16 +481,17 @@ class HigherOrderParser:
                     projective=o.get("projective", True))
             fcfg = meta["features"]
             p.features_name = fcfg["name"]
-            vocabs = {k[len("vocab_"):]: v for k, v in arrays.items() if k.startswith("vocab_")}
+            vocabs = get_vocabs(arrays)
             mask = None
             if "allowed" in arrays:
                 mask = np.unpackbits(arrays["allowed"])[: 1 << fcfg["bits"]].astype(bool)
             p.fs = FeatureSet.from_config(fcfg, vocabs, mask)
-            p.w = _get_vector(arrays, "w", 0 if p.first_order_only else p.fs.dim)
-            p.w_prune = _get_vector(arrays, "p", p.fs.dim)
+            p.w = get_weights(arrays, "w", 0 if p.first_order_only else p.fs.dim)
+            p.w_prune = get_weights(arrays, "p", p.fs.dim)
             lcfg = meta["labeler"]
-            p.labeler = Labeler(lcfg["templates"], arrays["labels"], bits=lcfg["bits"])
-            p.labeler.W = _get_vector(arrays, "l", p.labeler.W.size).reshape(p.labeler.W.shape)
+            p.labeler = Labeler(lcfg["templates"], get_strings(arrays, "labels"),
+                                bits=lcfg["bits"])
+            p.labeler.W = get_weights(arrays, "l", p.labeler.W.size).reshape(p.labeler.W.shape)
             p.stats = meta.get("stats", {})
             p.meta = {k: meta[k] for k in ("best_epoch", "history") if k in meta}
         except (KeyError, TypeError, ValueError) as exc:

@@ -17,8 +17,9 @@ from arboreal.errors import ArborealError, ModelError
 from arboreal.features.first_order import ATTRS, FeatureSet
 from arboreal.learn import ArcFactoredData, decode, get_learner
 from arboreal.models.labeler import Labeler, label_templates
-from arboreal.models.serialization import (dense_vector, load_model_file, save_model_file,
-                                           sparse_vector)
+from arboreal.models.serialization import (get_strings, get_vocabs, get_weights,
+                                           load_model_file, put_strings, put_vocabs,
+                                           put_weights, save_model_file)
 
 DECODERS = ("eisner", "cle", "auto")
 
@@ -290,13 +291,11 @@ class Parser:
     def save(self, path) -> None:
         """Write the model to one .npz file (no pickle), atomically."""
         fs = self.features
-        w_idx, w_val = sparse_vector(self.weights)
-        l_idx, l_val = sparse_vector(self.labeler.W)
-        arrays = {"w_idx": w_idx, "w_val": w_val.astype(np.float32),
-                  "l_idx": l_idx, "l_val": l_val.astype(np.float32),
-                  "labels": self.labeler.labels.astype(str)}
-        for name, vocab in fs.vocabs.items():
-            arrays[f"vocab_{name}"] = np.asarray(vocab, dtype=str)
+        arrays: dict = {}
+        put_weights(arrays, "w", self.weights)
+        put_weights(arrays, "l", self.labeler.W)
+        put_strings(arrays, "labels", self.labeler.labels.tolist())
+        put_vocabs(arrays, fs.vocabs)
         if fs.allowed is not None:
             arrays["allowed"] = np.packbits(fs.allowed)
         meta = {"model_type": self.model_type, "decoder": self.decoder,
@@ -304,8 +303,7 @@ class Parser:
                 "labeler": {"templates": self.labeler.templates, "bits": self.labeler.bits},
                 **self.meta}
         if self.label_features is not None:
-            v_idx, v_val = sparse_vector(self.label_weights)
-            arrays["lv_idx"], arrays["lv_val"] = v_idx, v_val.astype(np.float32)
+            put_weights(arrays, "lv", self.label_weights)
             meta["label_features"] = self.label_features.config()
         save_model_file(path, meta, arrays)
 
@@ -321,24 +319,24 @@ class Parser:
                              f"{cls.model_type!r}")
         try:
             fcfg = meta["features"]
-            vocabs = {k[len("vocab_"):]: v for k, v in arrays.items() if k.startswith("vocab_")}
+            vocabs = get_vocabs(arrays)
             allowed = None
             if "allowed" in arrays:
                 allowed = np.unpackbits(arrays["allowed"])[: 1 << fcfg["bits"]].astype(bool)
             fs = FeatureSet.from_config(fcfg, vocabs, allowed)
-            weights = dense_vector(arrays["w_idx"], arrays["w_val"], fs.dim)
+            weights = get_weights(arrays, "w", fs.dim)
             lcfg = meta["labeler"]
-            labeler = Labeler(lcfg["templates"], arrays["labels"], bits=lcfg["bits"])
-            labeler.W = dense_vector(arrays["l_idx"], arrays["l_val"], labeler.W.size
-                                     ).reshape(labeler.W.shape)
+            labels = get_strings(arrays, "labels")
+            labeler = Labeler(lcfg["templates"], labels, bits=lcfg["bits"])
+            labeler.W = get_weights(arrays, "l", labeler.W.size).reshape(labeler.W.shape)
             decoder = meta["decoder"]
             single_root = bool(meta["single_root"])
             lf = lv = None
             if "label_features" in meta:  # jointly labeled model; older files have none
                 from arboreal.features.labels import LabelFeatures
 
-                lf = LabelFeatures.from_config(meta["label_features"], arrays["labels"])
-                lv = dense_vector(arrays["lv_idx"], arrays["lv_val"], lf.dim)
+                lf = LabelFeatures.from_config(meta["label_features"], labels)
+                lv = get_weights(arrays, "lv", lf.dim)
         except (KeyError, TypeError, ValueError) as exc:
             raise ModelError(f"{path}: model file is incomplete or corrupt ({exc})") from None
         if decoder not in ("eisner", "cle"):

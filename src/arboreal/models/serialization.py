@@ -2,8 +2,12 @@
 
 Layout: array ``__meta__`` is a 0-d str array with JSON
 ``{"format": "arboreal-model", "format_version": 1, "model_type": ..., ...}``;
-every other entry is a plain numeric or str array. Writes go to a temporary file in
-the target directory and are renamed into place (atomic). Any problem reading a
+every other entry is a plain numeric or str array. Weight vectors are stored as a
+bitmap of their non-zero entries plus the float32 values (:func:`put_weights`), string
+lists as one UTF-8 buffer (:func:`put_strings`); members are zlib-compressed except the
+weight values, which barely compress and would cost more to inflate than to read.
+Writes go to a temporary file in the target directory and are renamed into place
+(atomic). Any problem reading a
 file (missing, truncated, not a zip, foreign npz, wrong version) raises
 :class:`~arboreal.errors.ModelError` naming the file.
 """
@@ -23,8 +27,15 @@ FORMAT = "arboreal-model"
 FORMAT_VERSION = 1
 
 
+STORED_SUFFIX = "_nz"   # members whose name ends so are written without compression
+
+
 def save_model_file(path: str | os.PathLike, meta: dict, arrays: dict[str, np.ndarray]) -> None:
-    """Write ``meta`` (JSON-able; format keys added) and ``arrays`` atomically to ``path``."""
+    """Write ``meta`` (JSON-able; format keys added) and ``arrays`` atomically to ``path``.
+
+    The file is an ordinary ``.npz`` (``np.load`` reads it); members named ``*_nz``
+    are stored uncompressed, all others deflated.
+    """
     path = Path(path)
     full = {"format": FORMAT, "format_version": FORMAT_VERSION, **meta}
     payload = {"__meta__": np.array(json.dumps(full))}
@@ -33,7 +44,17 @@ def save_model_file(path: str | os.PathLike, meta: dict, arrays: dict[str, np.nd
         if arr.dtype == object:
             arr = arr.astype(str)
         payload[name] = arr
-    atomic_write(path, lambda f: np.savez_compressed(f, **payload))
+
+    def write(f) -> None:
+        with zipfile.ZipFile(f, "w", allowZip64=True) as zf:
+            for name, arr in payload.items():
+                kind = zipfile.ZIP_STORED if name.endswith(STORED_SUFFIX) else zipfile.ZIP_DEFLATED
+                info = zipfile.ZipInfo(name + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
+                info.compress_type = kind
+                with zf.open(info, "w", force_zip64=True) as member:
+                    np.lib.format.write_array(member, arr, allow_pickle=False)
+
+    atomic_write(path, write)
 
 
 def load_model_file(path: str | os.PathLike) -> tuple[dict, dict[str, np.ndarray]]:
@@ -62,21 +83,78 @@ def load_model_file(path: str | os.PathLike) -> tuple[dict, dict[str, np.ndarray
     return meta, arrays
 
 
-def sparse_vector(w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(indices, values) of the non-zero entries of a flat array.
+def put_weights(arrays: dict, prefix: str, w: np.ndarray) -> None:
+    """Add a weight vector to ``arrays`` as ``prefix_mask`` (bit per weight: non-zero)
+    and ``prefix_nz`` (the non-zero values, float32, in order).
 
-    Indices are int32 when they fit (half the bytes to store and decompress), else int64.
+    A trained hashed vector is typically 20-60% non-zero: the bitmap costs 1/32 of the
+    dense array, and loading is one vectorized scatter.
     """
-    flat = np.ravel(w)
-    idx = np.flatnonzero(flat)
-    return idx.astype(np.int32 if flat.size < 2**31 else np.int64), flat[idx]
+    flat = np.ravel(w).astype(np.float32)
+    nonzero = flat != 0
+    arrays[f"{prefix}_mask"] = np.packbits(nonzero)
+    arrays[f"{prefix}_nz"] = flat[nonzero]
 
 
-def dense_vector(idx: np.ndarray, val: np.ndarray, size: int, dtype=np.float32) -> np.ndarray:
-    """Inverse of :func:`sparse_vector` (ModelError if indices are out of range)."""
-    out = np.zeros(size, dtype=dtype)
-    idx = np.asarray(idx)
+def get_weights(arrays: dict, prefix: str, size: int) -> np.ndarray:
+    """Inverse of :func:`put_weights`: a float32 vector of ``size`` weights.
+
+    Also reads the encodings of earlier files (``prefix_idx`` + ``prefix_val``, or
+    ``prefix_dense``). ValueError if the stored vector does not have ``size`` weights.
+    """
+    if f"{prefix}_mask" in arrays:
+        bits = np.asarray(arrays[f"{prefix}_mask"], dtype=np.uint8)
+        values = np.asarray(arrays[f"{prefix}_nz"], dtype=np.float32)
+        if bits.size != (size + 7) // 8:
+            raise ValueError(f"{prefix}_mask covers {8 * bits.size} weights, expected {size}")
+        nonzero = np.unpackbits(bits, count=size).view(bool)
+        if np.count_nonzero(nonzero) != values.size:
+            raise ValueError(f"{prefix}_nz has {values.size} values for "
+                             f"{np.count_nonzero(nonzero)} non-zero weights")
+        out = np.zeros(size, dtype=np.float32)
+        out[nonzero] = values
+        return out
+    if f"{prefix}_dense" in arrays:
+        out = np.asarray(arrays[f"{prefix}_dense"], dtype=np.float32)
+        if out.shape != (size,):
+            raise ValueError(f"{prefix}_dense has {out.size} weights, expected {size}")
+        return out
+    idx = np.asarray(arrays[f"{prefix}_idx"])
+    out = np.zeros(size, dtype=np.float32)
     if idx.size and (idx.min() < 0 or idx.max() >= size):
-        raise ModelError("model file is corrupt: weight index out of range")
-    out[idx] = val
+        raise ValueError(f"{prefix}_idx: weight index out of range")
+    out[idx] = arrays[f"{prefix}_val"]
     return out
+
+
+def put_strings(arrays: dict, name: str, strings) -> None:
+    """Add a list of strings (none containing a newline) as one UTF-8 buffer ``name``:
+    a fixed-width unicode array would cost 4 bytes times the longest string per entry."""
+    arrays[name] = np.frombuffer("\n".join(strings).encode("utf-8"), dtype=np.uint8)
+    arrays[name + "_count"] = np.array(len(strings), dtype=np.int64)
+
+
+def get_strings(arrays: dict, name: str) -> np.ndarray:
+    """Inverse of :func:`put_strings` (also reads a plain str array): a str array."""
+    arr = np.asarray(arrays[name])
+    if arr.dtype.kind == "U":
+        return arr
+    count = int(arrays[name + "_count"])
+    if count == 0:
+        return np.zeros(0, dtype=str)
+    out = arr.tobytes().decode("utf-8").split("\n")
+    if len(out) != count:
+        raise ValueError(f"{name} holds {len(out)} strings, expected {count}")
+    return np.array(out, dtype=str)
+
+
+def put_vocabs(arrays: dict, vocabs: dict) -> None:
+    """Add a feature set's vocabularies as ``vocab_<name>`` string buffers."""
+    for name, vocab in vocabs.items():
+        put_strings(arrays, f"vocab_{name}", [str(v) for v in np.asarray(vocab).tolist()])
+
+
+def get_vocabs(arrays: dict) -> dict[str, np.ndarray]:
+    """Inverse of :func:`put_vocabs` (also reads earlier files' str arrays)."""
+    return {k[len("vocab_"):]: get_strings(arrays, k) for k in arrays
+            if k.startswith("vocab_") and not k.endswith("_count")}

@@ -159,3 +159,17 @@ def test_spread_rotates_slots_and_old_configs_load_unrotated(corpus):
     enc_old = old.encode(corpus[:1])[0]
     ref = sum(w[i] for i in plain)
     assert old.arc_scores(enc_old, w)[0, 1] == pytest.approx(ref, abs=1e-9)
+
+
+def test_weight_vectors_are_cache_line_aligned():
+    from arboreal.features.hashing import aligned_zeros, as_aligned
+
+    for dtype in (np.float32, np.float64):
+        w = aligned_zeros(1000, dtype)
+        assert w.ctypes.data % 64 == 0 and w.dtype == dtype and w.shape == (1000,)
+        assert not w.any()
+        assert as_aligned(w, dtype) is w                  # no copy when already aligned
+    v = np.arange(1, 11, dtype=np.float64)[1:]            # misaligned, other dtype
+    a = as_aligned(v)
+    assert a.ctypes.data % 64 == 0 and a.dtype == np.float32
+    assert np.array_equal(a, v.astype(np.float32))

@@ -16,6 +16,7 @@ from typing import Callable
 
 import numpy as np
 
+from arboreal.features.hashing import aligned_zeros
 from arboreal.learn import ArcFactoredData, EpochCallback, decode
 
 
@@ -36,11 +37,13 @@ def update_coef(n: int, gold: np.ndarray, pred: np.ndarray) -> np.ndarray | None
 def final_weights(w: np.ndarray, u: np.ndarray, c: float, average: bool) -> np.ndarray:
     """The weights to hand out after step c of lazy averaging: ``w - u / c``, or a copy
     of ``w`` when ``average`` is False. w, u (dim,) float32; O(dim)."""
+    out = aligned_zeros(w.size, w.dtype)
     if not average:
-        return w.copy()
-    avg = u / np.float32(c)
-    np.subtract(w, avg, out=avg)
-    return avg
+        out[:] = w
+        return out
+    np.divide(u, np.float32(c), out=out)
+    np.subtract(w, out, out=out)
+    return out
 
 
 def averaged_online_fit(data: ArcFactoredData, epochs: int,
@@ -57,7 +60,7 @@ def averaged_online_fit(data: ArcFactoredData, epochs: int,
     """
     # float32 is exact for the integer-valued perceptron weights and halves the
     # memory traffic of scoring
-    w = np.zeros(data.features.dim, dtype=np.float32)
+    w = aligned_zeros(data.features.dim)
     # float32 suffices for u: its rounding error divided by c stays << 1e-3
     u = np.zeros(data.features.dim, dtype=np.float32)
     c = 1.0

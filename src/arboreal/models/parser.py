@@ -15,6 +15,7 @@ import numpy as np
 
 from arboreal.errors import ArborealError, ModelError
 from arboreal.features.first_order import ATTRS, FeatureSet
+from arboreal.features.hashing import as_aligned
 from arboreal.learn import ArcFactoredData, decode, get_learner
 from arboreal.models.labeler import Labeler, label_templates
 from arboreal.models.serialization import (get_strings, get_vocabs, get_weights,
@@ -89,7 +90,7 @@ class Parser:
                  decoder: str = "eisner", single_root: bool = True, meta: dict | None = None,
                  label_features=None, label_weights: np.ndarray | None = None):
         self.features = features
-        self.weights = np.asarray(weights, dtype=np.float32)
+        self.weights = as_aligned(weights)
         self.labeler = labeler
         self.decoder = decoder
         self.single_root = bool(single_root)
@@ -240,7 +241,7 @@ class Parser:
     def _set_weights(self, w: np.ndarray) -> None:
         """Set the arc weights from a learner's vector ([w, v] for a joint labeled model)."""
         dim = self.features.dim
-        self.weights = np.asarray(w[:dim], dtype=np.float32)
+        self.weights = as_aligned(w[:dim])
         if self.label_features is not None:
             self.label_weights = np.asarray(w[dim:], dtype=np.float32)
 

@@ -22,6 +22,7 @@ import numpy as np
 
 from arboreal._atomic import atomic_write
 from arboreal.errors import ModelError
+from arboreal.features.hashing import aligned_zeros
 
 FORMAT = "arboreal-model"
 FORMAT_VERSION = 1
@@ -97,7 +98,7 @@ def put_weights(arrays: dict, prefix: str, w: np.ndarray) -> None:
 
 
 def get_weights(arrays: dict, prefix: str, size: int) -> np.ndarray:
-    """Inverse of :func:`put_weights`: a float32 vector of ``size`` weights.
+    """Inverse of :func:`put_weights`: a float32 vector of ``size`` weights (64-byte aligned).
 
     Also reads the encodings of earlier files (``prefix_idx`` + ``prefix_val``, or
     ``prefix_dense``). ValueError if the stored vector does not have ``size`` weights.
@@ -111,16 +112,18 @@ def get_weights(arrays: dict, prefix: str, size: int) -> np.ndarray:
         if np.count_nonzero(nonzero) != values.size:
             raise ValueError(f"{prefix}_nz has {values.size} values for "
                              f"{np.count_nonzero(nonzero)} non-zero weights")
-        out = np.zeros(size, dtype=np.float32)
+        out = aligned_zeros(size)
         out[nonzero] = values
         return out
     if f"{prefix}_dense" in arrays:
-        out = np.asarray(arrays[f"{prefix}_dense"], dtype=np.float32)
-        if out.shape != (size,):
-            raise ValueError(f"{prefix}_dense has {out.size} weights, expected {size}")
+        dense = np.asarray(arrays[f"{prefix}_dense"], dtype=np.float32)
+        if dense.shape != (size,):
+            raise ValueError(f"{prefix}_dense has {dense.size} weights, expected {size}")
+        out = aligned_zeros(size)
+        out[:] = dense
         return out
     idx = np.asarray(arrays[f"{prefix}_idx"])
-    out = np.zeros(size, dtype=np.float32)
+    out = aligned_zeros(size)
     if idx.size and (idx.min() < 0 or idx.max() >= size):
         raise ValueError(f"{prefix}_idx: weight index out of range")
     out[idx] = arrays[f"{prefix}_val"]

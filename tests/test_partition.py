@@ -245,3 +245,22 @@ def test_log_partition_and_marginals_in_one_pass(projective):
     np.testing.assert_array_equal(mu, marginals(S, projective=projective, lengths=lengths))
     z1, mu1 = partition.log_partition_and_marginals(S[0], projective=projective)
     assert isinstance(z1, float) and z1 == log_partition(S[0], projective=projective)
+
+
+@pytest.mark.parametrize("projective", [True, False])
+@pytest.mark.parametrize("single_root", [True, False])
+def test_numba_callable_sentence_marginals_match_the_public_ones(projective, single_root):
+    from arboreal.inference.partition import sentence_marginals_kernel
+
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 5, 9):
+        scores = rng.normal(scale=2.0, size=(n + 1, n + 1))
+        out = np.zeros((1, n + 1, n + 1))
+        logz = sentence_marginals_kernel(scores[None].copy(), projective, single_root, out)
+        assert np.isclose(logz, log_partition(scores, projective=projective,
+                                              single_root=single_root))
+        assert np.allclose(out[0], marginals(scores, projective=projective,
+                                             single_root=single_root), atol=1e-12)
+    bad = np.zeros((1, 4, 4))
+    bad[0, 1, 2] = np.nan
+    assert np.isnan(sentence_marginals_kernel(bad, projective, single_root, np.zeros((1, 4, 4))))

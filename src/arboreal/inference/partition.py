@@ -26,6 +26,7 @@ and the marginals are 0.  Cost: O(n^3) per sentence (+ O(L n^2) labeled).
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from arboreal.inference._batch import as_batch
 from arboreal.inference.inside_outside import _io_batch
@@ -112,3 +113,23 @@ def log_partition_and_marginals(scores: np.ndarray, projective: bool = False,
     if single:
         return float(logz[0]), out[0]
     return logz, out
+
+
+@njit(cache=True)
+def sentence_marginals_kernel(scores, projective, single_root, out):
+    """Arc marginals of one sentence, callable from numba code (no validation, no copies).
+
+    scores (1, n+1, n+1) float64; out (1, n+1, n+1) float64 receives the marginals
+    (zeros on column 0 and the diagonal). Returns log Z, or NaN when the scores hold
+    NaN or +inf. O(n^3).
+    """
+    lengths = np.full(1, scores.shape[1] - 1, dtype=np.int64)
+    logz = np.zeros(1)
+    bad = np.zeros(1, dtype=np.bool_)
+    if projective:
+        _io_batch(scores, lengths, single_root, True, logz, out, bad)
+    else:
+        order = np.zeros(1, dtype=np.int64)
+        used_log = np.zeros(1, dtype=np.bool_)
+        _mtt_batch(scores, lengths, order, 1, single_root, True, logz, out, bad, used_log, False)
+    return np.nan if bad[0] else logz[0]

@@ -50,11 +50,57 @@ import time
 from typing import Callable
 
 import numpy as np
+from numba import njit
 
+from arboreal.inference.partition import sentence_marginals_kernel
 from arboreal.learn import ArcFactoredData
 from arboreal.learn.loglinear import ScoredBuckets, accumulate_dense, batch_marginals
 
 __all__ = ["ExponentiatedGradient", "primal_objective"]
+
+
+@njit(cache=True)
+def _eg_sentence_step(s, theta, mu, lo, heads, step, projective, single_root, coef):
+    """Figure 2's dual update of one sentence, in place; returns the change of gold-arc mass.
+
+    s (n+1, n+1) arc scores w . f; theta / mu: the flat float32 / float64 arrays of all
+    sentences, this one's (n+1)^2 entries at ``lo``; heads (n+1,) gold tree.
+    theta[h, m] += step * (s[h, m] + 1 - I[h, m]), each column shifted by its maximum
+    (the distribution over trees is unchanged) and stored in float32; mu gets the new
+    marginals and coef = mu_old - mu_new (what w must be moved along). Entries of
+    column 0 and the diagonal stay 0. NaN if the scores are not finite. O(n^3).
+    """
+    N1 = s.shape[0]
+    th = np.zeros((1, N1, N1))
+    for m in range(1, N1):
+        best = -np.inf
+        for h in range(N1):
+            if h != m:
+                v = np.float64(theta[lo + h * N1 + m]) + step * (s[h, m] + (0.0 if heads[m] == h else 1.0))
+                th[0, h, m] = v
+                if v > best:
+                    best = v
+        for h in range(N1):
+            if h != m:
+                v = np.float32(th[0, h, m] - best)
+                theta[lo + h * N1 + m] = v
+                th[0, h, m] = v
+    new = np.zeros((1, N1, N1))
+    if np.isnan(sentence_marginals_kernel(th, projective, single_root, new)):
+        return np.nan
+    delta = 0.0
+    for h in range(N1):
+        for m in range(N1):
+            k = lo + h * N1 + m
+            if m == 0 or h == m:
+                coef[h, m] = 0.0
+                continue
+            old = mu[k]
+            coef[h, m] = old - new[0, h, m]
+            if heads[m] == h:
+                delta += new[0, h, m] - old
+            mu[k] = new[0, h, m]
+    return delta
 
 
 def _decode_batch(S: np.ndarray, lengths: np.ndarray, projective: bool,
@@ -197,8 +243,6 @@ class ExponentiatedGradient:
         self.init_seconds = time.perf_counter() - t_init
         self.init_cpu_seconds = time.process_time() - c_init
 
-        from arboreal.inference.partition import marginals as marg
-
         rng = np.random.default_rng(seed)
         eta = self.eta if self.eta is not None else 30.0 / (C * C * max(1, len(L)))
         self.history = []
@@ -214,25 +258,14 @@ class ExponentiatedGradient:
             every = max(1, len(order) // self.checkpoints)
             for k, i in enumerate(order, 1):
                 n = int(L[i])
-                lo, hi = offsets[i], offsets[i + 1]
-                mask = valid_mask(n)
-                gi = sb.heads[i][1:], np.arange(1, n + 1)
-                s = fs.arc_scores(data.encoded[i], w)
-                th = theta[lo:hi].reshape(n + 1, n + 1).astype(np.float64)
-                g = s + 1.0
-                g[gi] -= 1.0
-                th += step * g
-                th = np.where(mask, th, -np.inf)
-                th[:, 1:] -= th[:, 1:].max(axis=0)  # row 0 is valid in every column m >= 1
-                th = np.where(mask, th, 0.0).astype(np.float32)
-                theta[lo:hi] = th.ravel()
-                new = np.asarray(marg(th.astype(np.float64), projective=proj, single_root=sroot),
-                                 dtype=np.float64)
-                new = np.where(mask, new, 0.0)
-                old = mu[lo:hi].reshape(n + 1, n + 1)
-                gold_mass[0] += float(new[gi].sum() - old[gi].sum())
-                accumulate_dense(fs, data.encoded[i], old - new, w, C)
-                mu[lo:hi] = new.ravel()
+                enc = data.encoded[i]
+                coef = np.empty((n + 1, n + 1))
+                delta = _eg_sentence_step(fs.arc_scores(enc, w), theta, mu, offsets[i],
+                                          sb.heads[i], step, proj, sroot, coef)
+                if np.isnan(delta):
+                    raise ValueError("EG: arc scores are not finite (diverged weights?)")
+                gold_mass[0] += delta
+                accumulate_dense(fs, enc, coef, w, C)
                 if k % every == 0 and k < len(order) and dual() < q_start:
                     return False
             return True

@@ -52,6 +52,7 @@ from typing import Callable
 import numpy as np
 from numba import njit
 
+from arboreal.features.hashing import aligned_zeros
 from arboreal.inference.partition import sentence_marginals_kernel
 from arboreal.learn import ArcFactoredData
 from arboreal.learn.loglinear import ScoredBuckets, accumulate_dense, batch_marginals
@@ -222,7 +223,7 @@ class ExponentiatedGradient:
 
         # initial marginals (batched per bucket) and w = C sum_i (I - mu_i) f
         t_init, c_init = time.perf_counter(), time.process_time()
-        w = np.zeros(fs.dim)
+        w = aligned_zeros(fs.dim, np.float64)   # cache-line aligned weight blocks
         for bucket in sb.buckets:
             N = int(L[bucket].max())
             T = np.zeros((len(bucket), N + 1, N + 1))

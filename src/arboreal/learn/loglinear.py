@@ -40,6 +40,8 @@ import time
 from typing import Callable, Sequence
 
 import numpy as np
+
+from arboreal.features.hashing import aligned_zeros, as_aligned
 from arboreal.learn import ArcFactoredData
 
 __all__ = ["LogLinear", "loglinear_objective", "length_buckets", "ScoredBuckets"]
@@ -185,7 +187,11 @@ def loglinear_objective(sb: ScoredBuckets, w: np.ndarray, C: float, projective: 
     buckets = sb.buckets if buckets is None else buckets
     if observed is None:
         observed = sb.observed(w.shape[0], np.concatenate(list(buckets)) if buckets else [])
-    grad = regularize * w - C * observed
+    # 64-byte aligned copies: a feature's weight block then spans whole cache lines
+    w = as_aligned(w, np.float64)
+    grad = aligned_zeros(w.shape[0], np.float64)
+    np.multiply(w, regularize, out=grad)
+    grad -= C * observed
     value = 0.5 * regularize * float(w @ w)
     for bucket in buckets:
         S, lengths = sb.scores(bucket, w)

@@ -69,9 +69,14 @@ PAPER_T3 = {
 # EG's usable step shrinks like 1 / (C^2 * feature norm^2): with C >= 1 it barely moves in
 # tens of passes from the beta = 9 start, so its grid sits lower than log-linear's
 FULL = {"perceptron_epochs": 20, "iterations": 25,
-        "C": {"loglinear": [0.1, 1.0, 10.0], "eg": [0.003, 0.03, 0.3]}, "max_train": 0}
+        "C": {"loglinear": [0.1, 1.0, 10.0], "eg": [0.003, 0.03, 0.3]}, "max_train": 0,
+        "patience": 5}
 QUICK = {"perceptron_epochs": 5, "iterations": 6, "C": {"loglinear": [1.0], "eg": [0.01]},
-         "max_train": 250}
+         "max_train": 250, "patience": 5}
+
+
+class _EarlyStop(Exception):
+    """Raised from an epoch callback to end training for the current C (early stopping)."""
 
 
 def load_language(folder: str, prefix: str, seed: int, max_train: int):
@@ -133,26 +138,40 @@ def run_setting(learner_name, projective, cfg, fs, train_encs, train_heads, held
     best = {"uas": -1.0}
     Cs = [None] if learner_name == "perceptron" else cfg["C"][learner_name]
     epochs = cfg["perceptron_epochs"] if learner_name == "perceptron" else cfg["iterations"]
-    t0 = time.perf_counter()
+    patience = cfg.get("patience", 0)
+    t0, c0 = time.perf_counter(), time.process_time()
     for C in Cs:
         opts = {} if C is None else {"C": C}
         if learner_name == "eg":
             opts["primal"] = False
         learner = get_learner(learner_name, **opts)
+        this_c = {"uas": -1.0, "since": 0}
 
-        def on_epoch(e, w, C=C):
+        def on_epoch(e, w, C=C, this_c=this_c):
+            improved = False
             for dec_proj in decoders:
                 uas = correct_per_sentence(fs, held_encs, held_gold, w, dec_proj).sum() / held_words
+                if uas > this_c["uas"]:
+                    this_c["uas"] = float(uas)
+                    improved = True
                 if uas > best["uas"]:
                     best.update(uas=float(uas), epoch=e, C=C, decoder="eisner" if dec_proj else "cle",
                                 w=np.array(w, copy=True))
+            this_c["since"] = 0 if improved else this_c["since"] + 1
+            # early stopping: this C's held-out UAS has not improved for `patience` epochs
+            if patience and this_c["since"] >= patience:
+                raise _EarlyStop
 
-        learner.fit(data, epochs=epochs, on_epoch=on_epoch, seed=seed)
+        try:
+            learner.fit(data, epochs=epochs, on_epoch=on_epoch, seed=seed)
+        except _EarlyStop:
+            pass
     per_sent = correct_per_sentence(fs, test_encs, test_gold, best["w"], best["decoder"] == "eisner")
     test_words = sum(len(g) - 1 for g in test_gold)
     res = {"held_uas": 100 * best["uas"], "epoch": best["epoch"], "C": best["C"],
            "decoder": best["decoder"], "test_uas": 100 * per_sent.sum() / test_words,
-           "test_correct": per_sent.tolist(), "seconds": time.perf_counter() - t0}
+           "test_correct": per_sent.tolist(), "seconds": time.perf_counter() - t0,
+           "cpu_seconds": time.process_time() - c0}
     log(f"  {learner_name:10s} {'p ' if projective else 'np'}: held-out {res['held_uas']:.2f} "
         f"(C={res['C']}, T={res['epoch']}, {res['decoder']}) test {res['test_uas']:.2f} "
         f"[{res['seconds']:.0f} s]")
@@ -237,6 +256,9 @@ def main(argv=None) -> int:
     ap.add_argument("--eg-C-grid", default=None, help="override for EG only (after --C-grid)")
     ap.add_argument("--max-train", type=int, default=None,
                     help="override: at most N training sentences per language (0 = all)")
+    ap.add_argument("--patience", type=int, default=None,
+                    help="override: stop a C's training after N epochs without held-out "
+                         "improvement (0 = never; default 5)")
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
     cfg = dict(QUICK if args.quick else FULL)
@@ -251,6 +273,8 @@ def main(argv=None) -> int:
         cfg["C"] = dict(cfg["C"], eg=[float(x) for x in args.eg_C_grid.split(",")])
     if args.max_train is not None:
         cfg["max_train"] = args.max_train
+    if args.patience is not None:
+        cfg["patience"] = args.patience
     args.custom = cfg != (QUICK if args.quick else FULL)
     langs = [x for x in args.langs.split(",") if x]
     from arboreal.features import FeatureSet
@@ -296,15 +320,18 @@ def main(argv=None) -> int:
                     tmp.write_text(json.dumps(results))
                     os.replace(tmp, args.results)
     done = [c for c in langs if c in results and all(len(results[c].get(l, {})) == 2 for l in LEARNERS)]
-    total = sum(results[c][l][m]["seconds"] for c in done for l in LEARNERS for m in ("p", "np"))
+    settings = [results[c][l][m] for c in done for l in LEARNERS for m in ("p", "np")]
+    total = sum(r["seconds"] for r in settings)
+    total_cpu = (sum(r["cpu_seconds"] for r in settings)
+                 if all("cpu_seconds" in r for r in settings) else None)
     text = tables(results, done)
     print(text)
     if not args.no_write:
-        write_doc(args, cfg, info, text, total, done)
+        write_doc(args, cfg, info, text, total, total_cpu, done)
     return 0
 
 
-def write_doc(args, cfg, info, text, total, done):
+def write_doc(args, cfg, info, text, total, total_cpu, done):
     from _report import machine_description
 
     parts, skip = [], False
@@ -337,12 +364,17 @@ def write_doc(args, cfg, info, text, total, done):
     grid = (f"perceptron epochs 1..{cfg['perceptron_epochs']}; log-linear L-BFGS iterations "
             f"1..{cfg['iterations']} for C in {cfg['C']['loglinear']}; EG passes 1..{cfg['iterations']} "
             f"for C in {cfg['C']['eg']}")
+    if cfg.get("patience"):
+        grid += (f"; early stopping: a C's training ends after {cfg['patience']} epochs without "
+                 "a better held-out UAS")
     results_md = (
         f"## Results ({kind})\n\n"
         f"Command: `{cmd}`  \nMachine: {machine_description()}  \n"
         f"Date: {_dt.datetime.now(_dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}  \n"
-        f"Training + tuning time: {total / 60:.1f} min (sum over the settings below, wall clock "
-        f"on a shared machine)  \n"
+        f"Training + tuning time: {total / 60:.1f} min wall clock"
+        + ("" if total_cpu is None else f", {total_cpu / 60:.1f} min CPU")
+        + f" (sum over the settings below; 1-minute load average at the end of the run: "
+        f"{os.getloadavg()[0]:.1f} on 2 cores)  \n"
         f"Features: `{args.features}` (FORM + UPOS templates of McDonald et al.), 2^{args.bits} "
         f"hashed weights; unlabeled; every word counted. Meta-parameter grid: {grid}.\n\n"
         + "\n".join(rows) + "\n\n" + text + "\n")

@@ -84,13 +84,17 @@ class Learner(Protocol):
             seed: int = 0) -> np.ndarray: ...
 
 
-def decode(scores: np.ndarray, projective: bool, single_root: bool) -> np.ndarray:
-    """Best tree (n+1,) for arc scores (n+1, n+1): Eisner or Chu-Liu-Edmonds."""
+def decode(scores: np.ndarray, projective: bool, single_root: bool,
+           lengths: np.ndarray | None = None) -> np.ndarray:
+    """Best tree (n+1,) for arc scores (n+1, n+1): Eisner or Chu-Liu-Edmonds.
+
+    A padded batch (B, N+1, N+1) with ``lengths`` (B,) gives heads (B, N+1).
+    """
     if projective:
         from arboreal.inference.eisner import eisner
-        return np.asarray(eisner(scores, single_root=single_root))
+        return np.asarray(eisner(scores, single_root=single_root, lengths=lengths))
     from arboreal.inference.mst import chu_liu_edmonds
-    return np.asarray(chu_liu_edmonds(scores, single_root=single_root))
+    return np.asarray(chu_liu_edmonds(scores, single_root=single_root, lengths=lengths))
 
 
 def decode_kbest(scores: np.ndarray, k: int, single_root: bool) -> np.ndarray:

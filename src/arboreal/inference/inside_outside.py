@@ -140,8 +140,10 @@ def _io_batch(scores, lengths, single_root, want, logz, out, bad):
     B = scores.shape[0]
     N1 = scores.shape[1]
     V = 8
-    while V > 1 and N1 * N1 * V * 8 > (1 << 24):
-        V //= 2   # keep each work array <= 16 MiB
+    # keep each work array <= 16 MiB, and use no more lanes than sentences (a single
+    # sentence would otherwise pay for 7 lanes of junk)
+    while V > 1 and (N1 * N1 * V * 8 > (1 << 24) or V >= 2 * B):
+        V //= 2
     W = N1 * V
     CR = np.empty((N1, W))
     CL = np.empty((N1, W))

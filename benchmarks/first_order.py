@@ -89,6 +89,14 @@ def time_parse(model: Path, out: Path, repeats: int = 1) -> dict:
     return min(runs, key=lambda r: r["wall"])
 
 
+def evaluate_output(out: Path) -> dict:
+    """`arboreal eval --json` of a parsed EWT test file."""
+    exe = [sys.executable, "-m", "arboreal"]
+    ev = subprocess.run(exe + ["eval", "--json", str(UD / "en_ewt-ud-test.conllu"), str(out)],
+                        capture_output=True, text=True, check=True)
+    return json.loads(ev.stdout)
+
+
 def run_config(name: str, epochs: int, workdir: Path) -> dict:
     exe = [sys.executable, "-m", "arboreal"]
     model = workdir / f"{name}.npz"
@@ -98,32 +106,34 @@ def run_config(name: str, epochs: int, workdir: Path) -> dict:
                          "--quiet"] + CONFIGS[name])
     test = UD / "en_ewt-ud-test.conllu"
     parse = time_parse(model, out)
-    ev = subprocess.run(exe + ["eval", "--json", str(test), str(out)], capture_output=True,
-                        text=True, check=True)
-    scores = json.loads(ev.stdout)
+    scores = evaluate_output(out)
     import numpy as np
 
     with np.load(model, allow_pickle=False) as z:
         meta = json.loads(str(z["__meta__"]))
     epoch_s = [h["seconds"] for h in meta["history"]]
+    epoch_cpu = [h.get("cpu_seconds", float("nan")) for h in meta["history"]]
     words = count_words(test)
     return {"name": name, "scores": scores, "train": train, "parse": parse,
-            "epoch_mean": sum(epoch_s) / len(epoch_s), "epoch_s": epoch_s, "meta": meta,
+            "epoch_mean": sum(epoch_s) / len(epoch_s), "epoch_s": epoch_s,
+            "epoch_cpu_mean": sum(epoch_cpu) / len(epoch_cpu), "meta": meta,
             "words": words, "decoder": meta["decoder"], "model_mib": model.stat().st_size / 2**20}
 
 
 def table(results: list[dict]) -> str:
     rows = ["| configuration | UAS | LAS | LAS (full labels) | root | complete | best epoch | "
-            "s/epoch (wall, mean) | train wall s | train CPU s | train CPU s / epoch | "
+            "s/epoch (wall, mean) | s/epoch (CPU, mean) | train wall s | train CPU s | "
+            "train CPU s / epoch | "
             "train peak RSS MiB | parse words/s (wall) | parse CPU s | parse words/s (CPU) | "
             "parse peak RSS MiB | model MiB |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         s = r["scores"]
         rows.append(
             f"| {r['name']} | {s['uas']:.2f} | {s['las']:.2f} | {s['las_full']:.2f} | "
             f"{s['root']:.2f} | {s['complete']:.2f} | {r['meta']['best_epoch']} | "
-            f"{r['epoch_mean']:.1f} | {r['train']['wall']:.0f} | {r['train']['cpu']:.0f} | "
+            f"{r['epoch_mean']:.1f} | {r.get('epoch_cpu_mean', float('nan')):.1f} | "
+            f"{r['train']['wall']:.0f} | {r['train']['cpu']:.0f} | "
             f"{r['train']['cpu'] / len(r['epoch_s']):.1f} | "
             f"{r['train']['rss_mib']:.0f} | {r['words'] / r['parse']['wall']:.0f} | "
             f"{r['parse']['cpu']:.1f} | {r['words'] / r['parse']['cpu']:.0f} | "
@@ -144,6 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--retime-parse", type=int, default=0, metavar="R",
                     help="with --results-dir: re-time `arboreal parse` (best of R runs) with the "
                          "models kept in DIR/models and update the stored results")
+    ap.add_argument("--resave", action="store_true",
+                    help="with --retime-parse: first re-save each kept model (same weights) in "
+                         "the current model-file encoding")
     args = ap.parse_args(argv)
     if not UD.exists():
         print(f"EWT not found at {UD}", file=sys.stderr)
@@ -160,8 +173,17 @@ def main(argv: list[str] | None = None) -> int:
                 r = json.loads(cached.read_text())
                 model = workdir / f"{name}.npz"
                 if args.retime_parse and model.exists():
-                    r["parse"] = time_parse(model, workdir / f"{name}.conllu", args.retime_parse)
+                    if args.resave:  # same weights, the current model-file encoding
+                        from arboreal.models import load_model
+                        load_model(model).save(model)
+                        r["model_mib"] = model.stat().st_size / 2**20
+                    out = workdir / f"{name}.conllu"
+                    r["parse"] = time_parse(model, out, args.retime_parse)
                     r["parse"]["retimed"] = args.retime_parse
+                    r["scores_at_retime"] = evaluate_output(out)
+                    if r["scores_at_retime"]["uas"] != r["scores"]["uas"]:
+                        print(f"{name}: UAS changed at re-timing: {r['scores']['uas']:.4f} -> "
+                              f"{r['scores_at_retime']['uas']:.4f}", file=sys.stderr)
                     cached.write_text(json.dumps(r))
             elif args.collect:
                 print(f"no result for {name}", file=sys.stderr)
@@ -183,8 +205,9 @@ def main(argv: list[str] | None = None) -> int:
         f"(punctuation included), {args.epochs} epochs, single root. `LAS` is the universal "
         "part of DEPREL (CoNLL 2018), `LAS (full labels)` compares subtypes too. Training "
         "time includes reading the files, feature extraction, the label classifier and "
-        "the per-epoch dev evaluation; `s/epoch` is the arc learner's epoch from the "
-        "model's history (dev evaluation included); `train CPU s / epoch` is the whole "
+        "the per-epoch dev evaluation; `s/epoch` is one pass of the arc learner over EWT "
+        "train from the model's history (the dev evaluation after it excluded; CPU = process "
+        "time, `nan` for models trained before it was recorded); `train CPU s / epoch` is the whole "
         "training command's CPU time divided by the number of epochs. Parse speed is the whole `arboreal "
         "parse` command (interpreter start, model load, numba cache warm) on the test set.\n\n"
         + table(results) + "\n\n"
@@ -205,7 +228,8 @@ def main(argv: list[str] | None = None) -> int:
                    "process, several at a time, then gathered with --collect)")
         retimed = sorted({r["parse"]["retimed"] for r in results if r["parse"].get("retimed")})
         if retimed:
-            cmd += f"; parsing re-timed with --retime-parse {retimed[-1]}"
+            cmd += f"; parsing re-timed with --retime-parse {retimed[-1]}" + (
+                " --resave" if args.resave else "")
         write_section("first_order", "First-order parser on English-EWT", cmd, body)
         print(body)
     return 0

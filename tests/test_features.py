@@ -173,3 +173,25 @@ def test_weight_vectors_are_cache_line_aligned():
     a = as_aligned(v)
     assert a.ctypes.data % 64 == 0 and a.dtype == np.float32
     assert np.array_equal(a, v.astype(np.float32))
+
+
+@pytest.mark.parametrize("cutoff", [0, 1])
+def test_perceptron_update_kernel_equals_two_accumulates(corpus, cutoff):
+    from arboreal.learn.perceptron import update_coef
+
+    fs = FeatureSet("default", bits=14, cutoff=cutoff).fit(corpus)
+    rng = np.random.default_rng(5)
+    for enc, s in zip(fs.encode(corpus), corpus):
+        gold = s.heads.astype(np.int64)
+        pred = gold.copy()
+        pred[1:] = rng.integers(0, enc.n + 1, enc.n)
+        pred[1:][pred[1:] == np.arange(1, enc.n + 1)] = 0   # no self-loops
+        w1, u1 = np.zeros(fs.dim), np.zeros(fs.dim)
+        w2, u2 = np.zeros(fs.dim), np.zeros(fs.dim)
+        fs.accumulate_head_diff(enc, gold, pred, w1, u1, 7.0)
+        coef = update_coef(enc.n, gold, pred)
+        if coef is not None:
+            fs.accumulate(enc, coef, w2, 1.0)
+            fs.accumulate(enc, coef, u2, 7.0)
+        assert np.array_equal(w1, w2) and np.array_equal(u1, u2)
+        assert w1.any() == (coef is not None)

@@ -66,6 +66,21 @@ def _find_bad_scores(scores, lengths):
     return -1
 
 
+def _is_plain_single(scores, lengths) -> bool:
+    """One sentence already in the kernels' layout (2-D float64, C-contiguous), so a
+    decoder can validate and decode it in a single numba call (no per-call numpy
+    work: this matters in training loops that decode one sentence at a time)."""
+    return (lengths is None and isinstance(scores, np.ndarray) and scores.ndim == 2
+            and scores.dtype == np.float64 and scores.flags.c_contiguous
+            and scores.shape[0] == scores.shape[1] and scores.shape[0] >= 1)
+
+
+def _bad_scores_error(single: bool, bad: int, what: str = "scores") -> ValueError:
+    where = "" if single else f" (sentence {bad} of the batch)"
+    return ValueError(f"{what} contain NaN or +inf{where}; "
+                      "use finite values, or -inf for a forbidden arc")
+
+
 def _prepare(scores, lengths, what: str = "scores"):
     batch, lengths, single = as_batch(scores, lengths)
     # The kernels work in float64 anyway; converting float32 input here
@@ -73,9 +88,7 @@ def _prepare(scores, lengths, what: str = "scores"):
     batch = np.ascontiguousarray(batch, dtype=np.float64)
     bad = _find_bad_scores(batch, lengths)
     if bad >= 0:
-        where = "" if single else f" (sentence {bad} of the batch)"
-        raise ValueError(f"{what} contain NaN or +inf{where}; "
-                         "use finite values, or -inf for a forbidden arc")
+        raise _bad_scores_error(single, bad, what)
     return batch, lengths, single
 
 
@@ -314,6 +327,13 @@ def eisner(scores: np.ndarray, single_root: bool = True,
     heads : (n+1,) int64 with heads[0] = -1, or (B, N+1) with -1 in padding.
     Raises ValueError if no tree with a finite score exists.
     """
+    if _is_plain_single(scores, lengths):
+        heads, status = _eisner_single(scores, bool(single_root))
+        if status == 2:
+            raise _bad_scores_error(True, 0)
+        if status:
+            raise _no_tree_error(0, True, single_root, True)
+        return heads
     batch, lengths, single = _prepare(scores, lengths)
     B, N1 = batch.shape[0], batch.shape[1]
     heads = np.empty((B, N1), dtype=np.int64)
@@ -328,6 +348,21 @@ def eisner(scores: np.ndarray, single_root: bool = True,
     if status.any():
         raise _no_tree_error(int(np.argmax(status)), single, single_root, True)
     return heads[0] if single else heads
+
+
+@njit(cache=True)
+def _eisner_single(scores, single_root):
+    """Validate and decode one (n+1, n+1) float64 sentence: (heads, status) with status
+    0 ok, 1 no finite tree, 2 NaN / +inf scores."""
+    n1 = scores.shape[0]
+    batch = scores.reshape(1, n1, n1)
+    lengths = np.full(1, n1 - 1, dtype=np.int64)
+    heads = np.empty((1, n1), dtype=np.int64)
+    if _find_bad_scores(batch, lengths) >= 0:
+        return heads[0], 2
+    status = np.zeros(1, dtype=np.int8)
+    _eisner_kernel(batch, lengths, np.zeros(1, dtype=np.int64), 1, single_root, heads, status)
+    return heads[0], int(status[0])
 
 
 # --------------------------------------------------------------------------

@@ -86,11 +86,15 @@ class Perceptron:
     def fit(self, data: ArcFactoredData, epochs: int, on_epoch: EpochCallback | None = None,
             seed: int = 0) -> np.ndarray:
         fs = data.features
+        fast_update = getattr(fs, "accumulate_head_diff", None)
 
         def update(i: int, w: np.ndarray, u: np.ndarray, c: float) -> None:
             enc = data.encoded[i]
             gold = data.heads[i]
             pred = decode(fs.arc_scores(enc, w), data.projective, data.single_root)
+            if fast_update is not None:   # one kernel call instead of coef + two accumulates
+                fast_update(enc, gold, pred, w, u, c)
+                return
             coef = update_coef(enc.n, gold, pred)
             if coef is not None:
                 fs.accumulate(enc, coef, w, 1.0)

@@ -74,7 +74,9 @@ def worker_train(args) -> None:
     t0 = time.perf_counter()
     p = HigherOrderParser(order=order, parts=parts, epochs=args.epochs if order > 1 else 0,
                           pruner_epochs=args.pruner_epochs, bits=args.bits,
-                          max_heads=args.max_heads, prune_temperature=temp)
+                          max_heads=args.max_heads, prune_temperature=temp,
+                          learner=args.learner, grand_scope=args.grand_scope,
+                          projectivize=args.projectivize)
     pruner = HigherOrderParser.load(args.pruner) if args.pruner else None
     p.train(train, log=lambda s: print(s, file=sys.stderr, flush=True), pruner=pruner)
     train_s = time.perf_counter() - t0
@@ -83,7 +85,9 @@ def worker_train(args) -> None:
     peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
     out = {"spec": args.spec, "order": order, "parts": list(p.parts), "train_s": train_s,
            "peak_gb": peak_gb, "stats": p.stats, "temperature": temp,
-           "max_heads": args.max_heads, "epochs": args.epochs,
+           "max_heads": args.max_heads, "epochs": args.epochs, "learner": args.learner,
+           "grand_scope": args.grand_scope if "trisib" in p.parts else None,
+           "projectivize": args.projectivize,
            "pruner_epochs": args.pruner_epochs, "train_limit": args.train_limit,
            "train_sentences": len(train)}
     for name, data in (("dev", dev), ("test", test)):
@@ -122,12 +126,15 @@ def run(cmd: list[str]) -> dict:
 
 
 def report(specs: list[str], args) -> str:
-    body = ["| order | parts | pruning T | dev UAS | test UAS | test LAS | test complete | "
-            "train time | peak train memory | parse words/s, wall (CPU) | "
-            "gold arcs kept (dev) | kept arcs / word (dev) |", "|" + "---|" * 12]
-    for spec in specs:
-        r = json.loads((RUNS / f"{spec_tag(spec)}.json").read_text())
-        sp_file = RUNS / f"{spec_tag(spec)}.speed.json"
+    body = ["| order | parts | learner | pruning T | dev UAS | test UAS | test LAS | "
+            "test complete | train time | peak train memory | parse words/s, wall (CPU) | "
+            "gold arcs kept (dev) | kept arcs / word (dev) |", "|" + "---|" * 13]
+    rows = [(RUNS, spec) for spec in specs]
+    for other in args.also:    # the same orders from other run directories, after these
+        rows += [(Path(other), spec) for spec in specs if spec != "1"]
+    for runs, spec in rows:
+        r = json.loads((runs / f"{spec_tag(spec)}.json").read_text())
+        sp_file = runs / f"{spec_tag(spec)}.speed.json"
         wps = "-"
         if sp_file.exists():
             sp = json.loads(sp_file.read_text())
@@ -137,15 +144,29 @@ def report(specs: list[str], args) -> str:
         rec = f"{100 * r['prune_recall_dev']:.2f}%" if "prune_recall_dev" in r else "-"
         kept = f"{r['kept_per_word_dev']:.2f}" if "kept_per_word_dev" in r else "-"
         temp = f"{r['temperature']:g}" if r["order"] > 1 else "-"
-        body.append(f"| {r['order']} | {'+'.join(r['parts']) or 'arc'} | {temp} | {r['dev']['uas']:.2f} | "
+        parts = "+".join(r["parts"]) or "arc"
+        if r.get("grand_scope"):
+            parts += " (grand, gsib: " + ("every child)" if r["grand_scope"] == "all"
+                                          else "outermost child)")
+        learner = "perceptron" if r["order"] == 1 else r.get("learner", "perceptron")
+        if r.get("projectivize"):
+            learner += ", projectivized"
+        body.append(f"| {r['order']} | {parts} | {learner} | {temp} | {r['dev']['uas']:.2f} | "
                     f"{r['test']['uas']:.2f} | {r['test']['las']:.2f} | {r['test']['complete']:.2f} | "
                     f"{r['train_s'] / 60:.1f} min | {r['peak_gb']:.2f} GB | {wps} | {rec} | {kept} |")
     body.append("")
     body.append(
-        f"Averaged perceptron, {args.epochs} epochs (pruner: {args.pruner_epochs}), "
+        f"Learner column: averaged perceptron or averaged 1-best MIRA (C = inf; step "
+        f"min(C, (wrong heads - margin) / ||phi(gold) - phi(pred)||^2)); "
+        f"{args.epochs} epochs (pruner: averaged perceptron, {args.pruner_epochs} epochs), "
         f"2^{args.bits} hashed weights, McDonald feature set + higher-order templates, "
         f"pruning K={args.max_heads}, ratio 1e-4 on Matrix-Tree marginals of pruner scores / T "
-        "(the pruning T column). Order 1 is the pruner (first-order perceptron, Eisner) alone; "
+        "(the pruning T column). Order-3 rows: grand and grand-sibling parts of every "
+        "child (grand_tri_sibling_decode) or of each head's outermost child per side "
+        "(Koo & Collins Model 2), as the parts column says. \"projectivized\": orders 2/3 "
+        "learn from minimum-loss projective versions of the gold trees (the pruner from "
+        "the trees as given). "
+        "Order 1 is the pruner (first-order perceptron, Eisner) alone; "
         "orders 2 and 3 reuse it (its training time is included in theirs). "
         "Every model trains on the same sentences. "
         "UAS/LAS/complete count every word (punctuation included); labels come from the "
@@ -171,6 +192,12 @@ def main() -> None:
     ap.add_argument("--max-heads", type=int, default=10)
     ap.add_argument("--temperature", type=float, default=30.0)
     ap.add_argument("--train-limit", type=int, default=0)
+    ap.add_argument("--learner", choices=["perceptron", "mira"], default="perceptron")
+    ap.add_argument("--grand-scope", choices=["outer", "all"], default="all",
+                    help="with tri-siblings: grand/grand-sibling parts of the outermost child "
+                         "per side (Model 2) or of every child")
+    ap.add_argument("--projectivize", action="store_true",
+                    help="orders 2/3 learn from minimum-loss projective gold trees")
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--worker", choices=["train", "parse"])
     ap.add_argument("--spec")
@@ -180,6 +207,9 @@ def main() -> None:
     ap.add_argument("--limit", type=int, default=0)
     ap.add_argument("--runs", default=str(ROOT / "runs" / "higher_order"),
                     help="directory for models and per-run results")
+    ap.add_argument("--also", action="append", default=[], metavar="DIR",
+                    help="report: add the rows of the same orders (not 1) from another --runs "
+                         "directory (e.g. another learner)")
     ap.add_argument("--section", default="higher_order",
                     help="docs/benchmarks.md section to replace (default higher_order)")
     ap.add_argument("--title", default="Higher-order parsing (EWT, gold UPOS)")
@@ -200,7 +230,9 @@ def main() -> None:
     phases = args.phases.split(",")
     common = ["--epochs", str(args.epochs), "--pruner-epochs", str(args.pruner_epochs),
               "--bits", str(args.bits), "--max-heads", str(args.max_heads),
-              "--temperature", str(args.temperature), "--train-limit", str(args.train_limit)]
+              "--temperature", str(args.temperature), "--train-limit", str(args.train_limit),
+              "--learner", args.learner, "--grand-scope", args.grand_scope,
+              *(["--projectivize"] if args.projectivize else [])]
     pruner_model = RUNS / f"{spec_tag('1')}.npz"
     if "train" in phases:
         for spec in specs:

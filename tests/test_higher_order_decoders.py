@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from arboreal.inference.higher_order import (
     PartIndex,
     grand_sibling_decode,
+    grand_tri_sibling_decode,
     grandparent_decode,
     hill_climb,
     hill_climb_sibling,
@@ -160,6 +161,9 @@ DECODERS = {
     "model2": (lambda t, **kw: tri_sibling_decode(t["arc"], t["sib"], t["trisib"], t["grand"],
                                                   t["gsib"], **kw),
                ("arc", "sib", "grand", "gsib", "trisib"), True),
+    "model1+2": (lambda t, **kw: grand_tri_sibling_decode(t["arc"], t["sib"], t["trisib"],
+                                                          t["grand"], t["gsib"], **kw),
+                 ("arc", "sib", "grand", "gsib", "trisib"), False),
 }
 
 

@@ -44,7 +44,8 @@ def random_projective_tree(rng, n):
 
 @pytest.mark.parametrize("parts,outer", [(("sib",), False), (("sib", "grand"), False),
                                          (("sib", "grand", "gsib"), False),
-                                         (("sib", "grand", "gsib", "trisib"), True)])
+                                         (("sib", "grand", "gsib", "trisib"), True),
+                                         (("sib", "grand", "gsib", "trisib"), False)])
 def test_part_scores_equal_weights_dot_tree_features(sample, parts, outer):
     """Decoder-side scores (part_scores + score_tree) == w . f(tree) from accumulate_tree."""
     train, _ = sample
@@ -166,6 +167,29 @@ def test_train_parse_save_load(sample, trained, tmp_path, order):
     las = np.mean(np.concatenate([(p.heads[1:] == s.heads[1:]) & (p.deprels[1:] == s.deprels[1:])
                                   for p, s in zip(parsed, test[:20])]))
     assert las > 0.4
+
+
+def test_grand_scope_both_decoders_train_save_and_load(sample, trained, tmp_path):
+    """Order 3 with grand / grand-sibling parts of every child (the default,
+    grand_tri_sibling_decode) or of the outermost child per side (Model 2)."""
+    train, test = sample
+    test = test[:60]
+    first, models = trained
+    assert models[3].grand_scope == "all" and not models[3].hof.outer_only
+    model = HigherOrderParser(order=3, epochs=2, bits=18, grand_scope="outer").train(
+        train[:100], pruner=first)
+    assert model.outer_only and model.hof.outer_only
+    gold = np.concatenate([s.heads[1:] for s in test])
+    heads = model.predict_heads(test)
+    assert float((np.concatenate([h[1:] for h in heads]) == gold).mean()) > 0.6
+    path = tmp_path / "outer.npz"
+    model.save(path)
+    again = HigherOrderParser.load(path)
+    assert again.grand_scope == "outer"
+    for a, b in zip(heads, again.predict_heads(test)):
+        assert np.array_equal(a, b)
+    with pytest.raises(ValueError, match="grand_scope"):
+        HigherOrderParser(order=3, grand_scope="inner")
 
 
 def test_load_rejects_foreign_file(tmp_path):

@@ -29,19 +29,23 @@ the special case ``slot[h, m] = m``, so a dense tensor is its own flat array
 
 Decoders (all exact for their factorization over projective trees):
 
-=========================  ============================  ======  ======
-function                   parts                         time    space
-=========================  ============================  ======  ======
-``sibling_decode``         arc, sib                      O(n^3)  O(n^2)
-``grandparent_decode``     arc, grand (Koo's Model 0)    O(n^4)  O(n^3)
-``grand_sibling_decode``   arc, sib, grand, gsib         O(n^4)  O(n^3)
-                           (Model 1; without gsib: the
-                           siblings + grandparents
-                           second order)
-``tri_sibling_decode``     arc, sib, trisib, and grand +  O(n^4)  O(n^3)
-                           gsib of each head's outermost
-                           child per side (Model 2)
-=========================  ============================  ======  ======
+============================  ==============================  ======  ======
+function                      parts                           time    space
+============================  ==============================  ======  ======
+``sibling_decode``            arc, sib                        O(n^3)  O(n^2)
+``grandparent_decode``        arc, grand (Koo's Model 0)      O(n^4)  O(n^3)
+``grand_sibling_decode``      arc, sib, grand, gsib           O(n^4)  O(n^3)
+                              (Model 1; without gsib: the
+                              siblings + grandparents
+                              second order)
+``tri_sibling_decode``        arc, sib, trisib, and grand +   O(n^4)  O(n^3)
+                              gsib of each head's outermost
+                              child per side (Model 2)
+``grand_tri_sibling_decode``  arc, sib, trisib, grand, gsib   O(n^5)  O(n^4)
+                              of every child (Models 1 and 2
+                              together; pruned: about K times
+                              the tri-sibling parts' work)
+============================  ==============================  ======  ======
 
 ``hill_climb`` improves a projective tree into a non-projective one under the
 sibling (+ grandparent) factorization (McDonald & Pereira 2006's approximation;
@@ -53,11 +57,14 @@ from arboreal.inference.higher_order.hill_climb import hill_climb, hill_climb_si
 from arboreal.inference.higher_order.parts import PartIndex, score_tree
 from arboreal.inference.higher_order.pruning import prune_arcs
 from arboreal.inference.higher_order.sibling import sibling_decode
-from arboreal.inference.higher_order.third_order import grand_sibling_decode, tri_sibling_decode
+from arboreal.inference.higher_order.third_order import (grand_sibling_decode,
+                                                         grand_tri_sibling_decode,
+                                                         tri_sibling_decode)
 
 __all__ = [
     "PartIndex",
     "grand_sibling_decode",
+    "grand_tri_sibling_decode",
     "grandparent_decode",
     "hill_climb",
     "hill_climb_sibling",

@@ -26,6 +26,19 @@ O(n^3)-space program can see)::
     I[g, h, b]  = grand[g,h,b] + max_x IS[h, x, b] + gsib[g,h,x,b]
     C[g, h, e]  = max_m I[g, h, m] + C[h, m, e]
 
+All parts for every child (``grand_tri_sibling_decode``: the union of Models 1
+and 2) need the grandparent index in Model 2's s-spans: ``G[g, h, x, b]``
+(stored per kept arc g -> h like the gsib scores)::
+
+    G[g, h, h, b] = arc[h,b] + sib[h,h,b] + grand[g,h,b] + gsib[g,h,h,b] + C[h, b, h+d]
+    G[g, h, x, b] = arc[h,b] + sib[h,x,b] + grand[g,h,b] + gsib[g,h,x,b] + S[h, x, b]
+                    + max_t G[g, h, t, x] + trisib[h,t,x,b]
+    I[g, h, b]    = max_x G[g, h, x, b]
+
+O(n^5) time unpruned (one more free index than Model 2), but with K kept heads
+per word only K grandparents per head: about K times the work of scoring the
+tri-sibling parts themselves.
+
 Pruned arcs are skipped everywhere (as arcs and as grandparent arcs).
 """
 from __future__ import annotations
@@ -414,6 +427,167 @@ def _model2(arc, slot, width, arcid, sib_off, grand_off, gsib_off, tri_off, sib,
     return heads, best
 
 
+@njit(cache=True)
+def _model2_all(arc, slot, width, arcid, sib_off, grand_off, gsib_off, tri_off, n_gsib, sib,
+                grand, gsib, tri, use_sib, use_grand, use_gsib, use_tri, single_root):
+    """Every part for every child: arc, sib, trisib, grand and gsib (see
+    :func:`grand_tri_sibling_decode`). ``G`` holds the incomplete gs-spans
+    G[g, h, x, b] in the layout of the gsib scores (``gsib_off[arcid[g, h]] +
+    slot[h, x] * W[h] + slot[h, b]``), plus one block after them for the root's
+    spans (placeholder g, no grand parts)."""
+    n = arc.shape[0] - 1
+    N = n + 1
+    C = np.full((N, N, N), NEG)
+    I = np.full((N, N, N), NEG)
+    S = np.full((N, N, N), NEG)
+    bC = np.empty((N, N, N), dtype=np.int32)   # back-pointers: read only where written
+    bI = np.empty((N, N, N), dtype=np.int32)
+    bS = np.empty((N, N, N), dtype=np.int32)
+    W0 = width[0]
+    G = np.full(n_gsib + W0 * W0, NEG)
+    bG = np.empty(n_gsib + W0 * W0, dtype=np.int32)
+    for g in range(N):
+        for h in range(N):
+            C[g, h, h] = 0.0
+    kids, nk, split, pars, npar = _adjacency(arcid)
+    local = np.empty(N + 1)   # g-independent part of G[., h, x, b], x = h then inner kids
+    for w in range(1, n + 1):
+        _sibling_spans(w, n, single_root, pars, npar, arcid, C, S, bS)
+        for h in range(N):
+            if single_root and h == 0:
+                continue
+            W = width[h]
+            s0 = slot[h, h]
+            for side in range(2):
+                d = 1 if side == 0 else -1
+                b = h + d * w
+                if b < 1 or b > n:
+                    continue
+                sb = slot[h, b]
+                if sb < 0:
+                    continue
+                lo = min(h, b)
+                hi = max(h, b)
+                start = split[h] if d == 1 else split[h] - 1
+                stop = start
+                while kids[h, stop] != b:
+                    stop += d
+                cnt = (stop - start) * d
+                # x = h (b is h's closest child), then h's kept kids between h and b
+                v = C[h, b, h + d] + arc[h, b]
+                if use_sib:
+                    v += sib[sib_off[h] + s0 * W + sb]
+                local[0] = v
+                for q in range(cnt):
+                    x = kids[h, start + q * d]
+                    v = S[h, x, b] if d == 1 else S[h, b, x]
+                    if v != NEG:
+                        v += arc[h, b]
+                        if use_sib:
+                            v += sib[sib_off[h] + slot[h, x] * W + sb]
+                    local[q + 1] = v
+                ng = 1 if h == 0 else npar[h]
+                for j in range(ng):
+                    a = -1
+                    g = 0
+                    if h > 0:
+                        g = pars[h, j]
+                        if lo <= g <= hi:
+                            continue
+                        a = arcid[g, h]
+                    off = n_gsib if a < 0 else gsib_off[a]
+                    gs = use_gsib and a >= 0
+                    gr = 0.0
+                    if use_grand and a >= 0:
+                        gr = grand[grand_off[a] + sb]
+                    bestI = NEG
+                    argI = -1
+                    for r in range(-1, cnt):
+                        v0 = local[r + 1]
+                        if v0 == NEG:
+                            continue
+                        x = h if r < 0 else kids[h, start + r * d]
+                        sx = slot[h, x]
+                        best = 0.0
+                        arg = h
+                        if r >= 0:   # the chain inside: G[g, h, t, x] + trisib[h, t, x, b]
+                            best = NEG
+                            arg = -1
+                            for r2 in range(-1, r):
+                                t = h if r2 < 0 else kids[h, start + r2 * d]
+                                st = slot[h, t]
+                                u = G[off + st * W + sx]
+                                if u == NEG:
+                                    continue
+                                if use_tri:
+                                    u += tri[tri_off[h] + (st * W + sx) * W + sb]
+                                if u > best:
+                                    best = u
+                                    arg = t
+                            if best == NEG:
+                                continue
+                        v = best + v0 + gr
+                        if gs:
+                            v += gsib[gsib_off[a] + sx * W + sb]
+                        G[off + sx * W + sb] = v
+                        bG[off + sx * W + sb] = arg
+                        if v > bestI:
+                            bestI = v
+                            argI = x
+                    I[g, h, b] = bestI
+                    bI[g, h, b] = argI
+        _complete_spans(w, n, single_root, kids, nk, split, pars, npar, C, I, bC)
+
+    best, root = _root_choice(arc, slot, width, sib_off, sib, use_sib, C, single_root)
+    heads = np.full(N, -1, dtype=np.int64)
+    if best == NEG:
+        return heads, best
+    stack = np.zeros((8 * N + 8, 5), dtype=np.int64)   # kinds: 0 C, 1 I, 2 G, 3 S
+    top = 0
+    if single_root:
+        heads[root] = 0
+        stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3] = 0, 0, root, 1
+        stack[1, 0], stack[1, 1], stack[1, 2], stack[1, 3] = 0, 0, root, n
+        top = 2
+    else:
+        stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3] = 0, 0, 0, n
+        top = 1
+    while top > 0:
+        top -= 1
+        kind, p, q, r, z = stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3], stack[top, 4]
+        if kind == 0:          # C[g=p, h=q, e=r]
+            if q == r:
+                continue
+            m = bC[p, q, r]
+            stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 1, p, q, m
+            stack[top + 1, 0], stack[top + 1, 1], stack[top + 1, 2], stack[top + 1, 3] = 0, q, m, r
+            top += 2
+        elif kind == 1:        # I[g=p, h=q, b=r] -> G[g, h, x, b]
+            stack[top, 0], stack[top, 1], stack[top, 2] = 2, p, q
+            stack[top, 3], stack[top, 4] = bI[p, q, r], r
+            top += 1
+        elif kind == 2:        # G[g=p, h=q, x=r, b=z]
+            heads[z] = q
+            d = 1 if z > q else -1
+            if r == q:
+                stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 0, q, z, q + d
+                top += 1
+            else:
+                off = n_gsib if q == 0 else gsib_off[arcid[p, q]]
+                t = bG[off + slot[q, r] * width[q] + slot[q, z]]
+                stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 2, p, q, t
+                stack[top, 4] = r
+                stack[top + 1, 0], stack[top + 1, 1] = 3, q
+                stack[top + 1, 2], stack[top + 1, 3] = min(r, z), max(r, z)
+                top += 2
+        else:                  # S[h=p, a=q, b=r]
+            s = bS[p, q, r]
+            stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 0, p, q, s
+            stack[top + 1, 0], stack[top + 1, 1], stack[top + 1, 2], stack[top + 1, 3] = 0, p, r, s + 1
+            top += 2
+    return heads, best
+
+
 def grand_sibling_decode(arc: np.ndarray, sib: np.ndarray | None = None,
                          grand: np.ndarray | None = None, gsib: np.ndarray | None = None, *,
                          single_root: bool = True, allowed: np.ndarray | None = None,
@@ -467,6 +641,38 @@ def tri_sibling_decode(arc: np.ndarray, sib: np.ndarray | None = None,
     heads, best = _model2(arc, index.slot, index.width, index.arcid, index.sib_off,
                           index.grand_off, index.gsib_off, index.tri_off, s, g, gs, t,
                           us, ug, ugs, ut, single_root)
+    if n > 0 and best == NEG:
+        raise ValueError("no projective tree uses only the allowed arcs")
+    return heads
+
+
+def grand_tri_sibling_decode(arc: np.ndarray, sib: np.ndarray | None = None,
+                             trisib: np.ndarray | None = None, grand: np.ndarray | None = None,
+                             gsib: np.ndarray | None = None, *, single_root: bool = True,
+                             allowed: np.ndarray | None = None, index: PartIndex | None = None
+                             ) -> np.ndarray:
+    """Best projective tree when arc, sib, trisib, grand and gsib parts are scored for
+    *every* child (the union of Models 1 and 2; TurboParser's "full" part set).
+
+    The incomplete spans of Model 2 keep the grandparent index: G[g, h, x, b] (arc
+    h -> b, next inner sibling x, h's head g). Shapes and ``index=`` / ``allowed``
+    as in :func:`grand_sibling_decode`. Returns heads (n+1,) int64. Time O(n^5)
+    unpruned; with pruning O(sum over kept arcs g -> h of deg(h)^3) (K heads per
+    word: each head h is paired with at most K grandparents). Space O(n^3) for the
+    g-spans plus one entry per grand-sibling part (the size of the gsib table).
+    """
+    arc = check_arc(arc)
+    n = arc.shape[0] - 1
+    if index is None:
+        dense_sizes(n, arc, sib=sib, grand=grand, gsib=gsib, trisib=trisib)
+        index = PartIndex.dense(n, allowed)
+    s, us = flat(sib, index.n_sib, "sib")
+    g, ug = flat(grand, index.n_grand, "grand")
+    gs, ugs = flat(gsib, index.n_gsib, "gsib")
+    t, ut = flat(trisib, index.n_tri, "trisib")
+    heads, best = _model2_all(arc, index.slot, index.width, index.arcid, index.sib_off,
+                              index.grand_off, index.gsib_off, index.tri_off, index.n_gsib,
+                              s, g, gs, t, us, ug, ugs, ut, single_root)
     if n > 0 and best == NEG:
         raise ValueError("no projective tree uses only the allowed arcs")
     return heads

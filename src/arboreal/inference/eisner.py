@@ -328,12 +328,7 @@ def eisner(scores: np.ndarray, single_root: bool = True,
     Raises ValueError if no tree with a finite score exists.
     """
     if _is_plain_single(scores, lengths):
-        heads, status = _eisner_single(scores, bool(single_root))
-        if status == 2:
-            raise _bad_scores_error(True, 0)
-        if status:
-            raise _no_tree_error(0, True, single_root, True)
-        return heads
+        return _decode_plain_single(_eisner_single, scores, single_root, True)
     batch, lengths, single = _prepare(scores, lengths)
     B, N1 = batch.shape[0], batch.shape[1]
     heads = np.empty((B, N1), dtype=np.int64)
@@ -351,18 +346,34 @@ def eisner(scores: np.ndarray, single_root: bool = True,
 
 
 @njit(cache=True)
-def _eisner_single(scores, single_root):
-    """Validate and decode one (n+1, n+1) float64 sentence: (heads, status) with status
-    0 ok, 1 no finite tree, 2 NaN / +inf scores."""
+def _single_layout(scores):
+    """One (n+1, n+1) sentence as a batch of one: (batch, lengths, heads, finite)."""
     n1 = scores.shape[0]
     batch = scores.reshape(1, n1, n1)
     lengths = np.full(1, n1 - 1, dtype=np.int64)
-    heads = np.empty((1, n1), dtype=np.int64)
-    if _find_bad_scores(batch, lengths) >= 0:
-        return heads[0], 2
-    status = np.zeros(1, dtype=np.int8)
-    _eisner_kernel(batch, lengths, np.zeros(1, dtype=np.int64), 1, single_root, heads, status)
+    return batch, lengths, np.empty((1, n1), dtype=np.int64), _find_bad_scores(batch, lengths) < 0
+
+
+@njit(cache=True)
+def _eisner_single(scores, single_root):
+    """Validate and decode one (n+1, n+1) float64 sentence: (heads, status) with status
+    0 ok, 1 no finite tree, 2 NaN / +inf scores."""
+    batch, lengths, heads, finite = _single_layout(scores)
+    status = np.full(1, 0 if finite else 2, dtype=np.int8)
+    if finite:
+        _eisner_kernel(batch, lengths, np.zeros(1, dtype=np.int64), 1, single_root, heads, status)
     return heads[0], int(status[0])
+
+
+def _decode_plain_single(single, scores: np.ndarray, single_root: bool,
+                         projective: bool) -> np.ndarray:
+    """Run a ``*_single`` kernel (see :func:`_is_plain_single`) and raise its errors."""
+    heads, status = single(scores, bool(single_root))
+    if status == 2:
+        raise _bad_scores_error(True, 0)
+    if status:
+        raise _no_tree_error(0, True, single_root, projective)
+    return heads
 
 
 # --------------------------------------------------------------------------

@@ -37,8 +37,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from arboreal.inference.eisner import (_bad_scores_error, _find_bad_scores, _is_plain_single,
-                                       _no_tree_error, _prepare)
+from arboreal.inference.eisner import (_decode_plain_single, _is_plain_single, _no_tree_error,
+                                       _prepare, _single_layout)
 
 _NEG = -np.inf
 
@@ -225,14 +225,10 @@ def _cle_kernel(scores, lengths, single_root, heads, status):
 def _cle_single(scores, single_root):
     """Validate and decode one (n+1, n+1) float64 sentence: (heads, status) with status
     0 ok, 1 no finite tree, 2 NaN / +inf scores."""
-    n1 = scores.shape[0]
-    batch = scores.reshape(1, n1, n1)
-    lengths = np.full(1, n1 - 1, dtype=np.int64)
-    heads = np.empty((1, n1), dtype=np.int64)
-    if _find_bad_scores(batch, lengths) >= 0:
-        return heads[0], 2
-    status = np.zeros(1, dtype=np.int8)
-    _cle_kernel(batch, lengths, single_root, heads, status)
+    batch, lengths, heads, finite = _single_layout(scores)
+    status = np.full(1, 0 if finite else 2, dtype=np.int8)
+    if finite:
+        _cle_kernel(batch, lengths, single_root, heads, status)
     return heads[0], int(status[0])
 
 
@@ -255,12 +251,7 @@ def chu_liu_edmonds(scores: np.ndarray, single_root: bool = True,
     Raises ValueError if no tree with a finite score exists.
     """
     if _is_plain_single(scores, lengths):
-        heads, status = _cle_single(scores, bool(single_root))
-        if status == 2:
-            raise _bad_scores_error(True, 0)
-        if status:
-            raise _no_tree_error(0, True, single_root, False)
-        return heads
+        return _decode_plain_single(_cle_single, scores, single_root, False)
     batch, lengths, single = _prepare(scores, lengths)
     B, N1 = batch.shape[0], batch.shape[1]
     heads = np.empty((B, N1), dtype=np.int64)

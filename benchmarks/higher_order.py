@@ -76,7 +76,7 @@ def worker_train(args) -> None:
                           pruner_epochs=args.pruner_epochs, bits=args.bits,
                           max_heads=args.max_heads, prune_temperature=temp,
                           learner=args.learner, grand_scope=args.grand_scope,
-                          projectivize=args.projectivize)
+                          projectivize=args.projectivize, seed=args.seed)
     pruner = HigherOrderParser.load(args.pruner) if args.pruner else None
     p.train(train, log=lambda s: print(s, file=sys.stderr, flush=True), pruner=pruner)
     train_s = time.perf_counter() - t0
@@ -87,7 +87,7 @@ def worker_train(args) -> None:
            "peak_gb": peak_gb, "stats": p.stats, "temperature": temp,
            "max_heads": args.max_heads, "epochs": args.epochs, "learner": args.learner,
            "grand_scope": args.grand_scope if "trisib" in p.parts else None,
-           "projectivize": args.projectivize,
+           "projectivize": args.projectivize, "seed": args.seed,
            "pruner_epochs": args.pruner_epochs, "train_limit": args.train_limit,
            "train_sentences": len(train)}
     for name, data in (("dev", dev), ("test", test)):
@@ -131,7 +131,8 @@ def report(specs: list[str], args) -> str:
             "gold arcs kept (dev) | kept arcs / word (dev) |", "|" + "---|" * 13]
     rows = [(RUNS, spec) for spec in specs]
     for other in args.also:    # the same orders from other run directories, after these
-        rows += [(Path(other), spec) for spec in specs if spec != "1"]
+        rows += [(Path(other), spec) for spec in specs
+                 if spec != "1" and (Path(other) / f"{spec_tag(spec)}.json").exists()]
     for runs, spec in rows:
         r = json.loads((runs / f"{spec_tag(spec)}.json").read_text())
         sp_file = runs / f"{spec_tag(spec)}.speed.json"
@@ -151,6 +152,8 @@ def report(specs: list[str], args) -> str:
         learner = "perceptron" if r["order"] == 1 else r.get("learner", "perceptron")
         if r.get("projectivize"):
             learner += ", projectivized"
+        if r.get("seed"):
+            learner += f", seed {r['seed']}"
         body.append(f"| {r['order']} | {parts} | {learner} | {temp} | {r['dev']['uas']:.2f} | "
                     f"{r['test']['uas']:.2f} | {r['test']['las']:.2f} | {r['test']['complete']:.2f} | "
                     f"{r['train_s'] / 60:.1f} min | {r['peak_gb']:.2f} GB | {wps} | {rec} | {kept} |")
@@ -165,7 +168,8 @@ def report(specs: list[str], args) -> str:
         "child (grand_tri_sibling_decode) or of each head's outermost child per side "
         "(Koo & Collins Model 2), as the parts column says. \"projectivized\": orders 2/3 "
         "learn from minimum-loss projective versions of the gold trees (the pruner from "
-        "the trees as given). "
+        "the trees as given). \"seed N\": the model epochs visit the training sentences "
+        "in another random order (default seed 0). "
         "Order 1 is the pruner (first-order perceptron, Eisner) alone; "
         "orders 2 and 3 reuse it (its training time is included in theirs). "
         "Every model trains on the same sentences. "
@@ -196,6 +200,8 @@ def main() -> None:
     ap.add_argument("--grand-scope", choices=["outer", "all"], default="all",
                     help="with tri-siblings: grand/grand-sibling parts of the outermost child "
                          "per side (Model 2) or of every child")
+    ap.add_argument("--seed", type=int, default=0,
+                    help="order of the training sentences in each model epoch")
     ap.add_argument("--projectivize", action="store_true",
                     help="orders 2/3 learn from minimum-loss projective gold trees")
     ap.add_argument("--write", action="store_true")
@@ -232,7 +238,7 @@ def main() -> None:
               "--bits", str(args.bits), "--max-heads", str(args.max_heads),
               "--temperature", str(args.temperature), "--train-limit", str(args.train_limit),
               "--learner", args.learner, "--grand-scope", args.grand_scope,
-              *(["--projectivize"] if args.projectivize else [])]
+              *(["--projectivize"] if args.projectivize else []), "--seed", str(args.seed)]
     pruner_model = RUNS / f"{spec_tag('1')}.npz"
     if "train" in phases:
         for spec in specs:

@@ -41,6 +41,7 @@ CONFIGS = {
     # trained non-projectively (Chu-Liu-Edmonds), test decoder chosen on dev (Koo et al. 2007 §6.2)
     "default-auto-perceptron": ["--features", "default", "--decoder", "auto",
                                 "--learner", "perceptron"],
+    "default-auto-mira": ["--features", "default", "--decoder", "auto", "--learner", "mira"],
     "mcdonald-cle-perceptron": ["--features", "mcdonald", "--decoder", "cle",
                                 "--learner", "perceptron"],
 }

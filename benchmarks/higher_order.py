@@ -184,6 +184,33 @@ def report(specs: list[str], args) -> str:
     return "\n".join(body)
 
 
+def paired(dirs: list[Path], a: str, b: str) -> str:
+    """Word-level paired comparison of models ``b`` and ``a`` (specs) of each run
+    directory on dev and test: words only one of them attaches correctly, and the
+    two-sided sign test over those words."""
+    from scipy.stats import binomtest
+
+    from arboreal.io.conllu import read_conllu
+    from arboreal.models.higher_order import HigherOrderParser
+
+    data = {k: read_conllu(DATA / f"en_ewt-ud-{k}.conllu") for k in ("dev", "test")}
+    lines = [f"| run directory | set | UAS {a} | UAS {b} | words only {b} attaches right | "
+             f"words only {a} attaches right | sign test p |", "|" + "---|" * 7]
+    for d in dirs:
+        ma = HigherOrderParser.load(d / f"{spec_tag(a)}.npz")
+        mb = HigherOrderParser.load(d / f"{spec_tag(b)}.npz")
+        for k, sents in data.items():
+            g = np.concatenate([x.heads[1:] for x in sents])
+            ha = np.concatenate([h[1:] for h in ma.predict_heads(sents)])
+            hb = np.concatenate([h[1:] for h in mb.predict_heads(sents)])
+            only_b = int(((hb == g) & (ha != g)).sum())
+            only_a = int(((ha == g) & (hb != g)).sum())
+            p = binomtest(min(only_a, only_b), only_a + only_b, 0.5).pvalue
+            lines.append(f"| {d.name} | {k} | {100 * (ha == g).mean():.2f} | "
+                         f"{100 * (hb == g).mean():.2f} | {only_b} | {only_a} | {p:.3g} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--orders", default="1,2,3",
@@ -216,6 +243,9 @@ def main() -> None:
     ap.add_argument("--also", action="append", default=[], metavar="DIR",
                     help="report: add the rows of the same orders (not 1) from another --runs "
                          "directory (e.g. another learner)")
+    ap.add_argument("--paired", metavar="A,B",
+                    help="report: word-level sign test of spec B against spec A in --runs and "
+                         "every --also directory holding both models (re-parses dev and test)")
     ap.add_argument("--section", default="higher_order",
                     help="docs/benchmarks.md section to replace (default higher_order)")
     ap.add_argument("--title", default="Higher-order parsing (EWT, gold UPOS)")
@@ -260,7 +290,13 @@ def main() -> None:
                 (RUNS / f"{spec_tag(spec)}.speed.json").write_text(json.dumps(sp))
                 print(spec, json.dumps(sp), flush=True)
     if "report" in phases:
-        text = report(specs, args) + ("\n\n" + args.note if args.note else "")
+        text = report(specs, args)
+        if args.paired:
+            a, b = args.paired.split(",")
+            dirs = [d for d in [RUNS] + [Path(x) for x in args.also]
+                    if (d / f"{spec_tag(a)}.npz").exists() and (d / f"{spec_tag(b)}.npz").exists()]
+            text += "\n\n" + paired(dirs, a, b)
+        text += "\n\n" + args.note if args.note else ""
         print(text)
         if args.write:
             from _report import write_section

@@ -155,6 +155,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--retime-parse", type=int, default=0, metavar="R",
                     help="with --results-dir: re-time `arboreal parse` (best of R runs) with the "
                          "models kept in DIR/models and update the stored results")
+    ap.add_argument("--note", default="", help="a remark appended to the section (e.g. where "
+                    "the cached rows come from)")
     ap.add_argument("--resave", action="store_true",
                     help="with --retime-parse: first re-save each kept model (same weights) in "
                          "the current model-file encoding")
@@ -216,7 +218,8 @@ def main(argv: list[str] | None = None) -> int:
         "from issue 4): UAS 85.41, LAS 82.04, root 88.69, complete 53.59; 126 s per "
         "iteration, 7.0 GB; parsing 1 min 53 s. UDPipe 1: UAS 86.97, LAS 85.02, 8,500 words/s.\n\n"
         f"Load average (1 min, 2 cores) during training and parsing: {loads}. Under load "
-        "wall times are inflated; CPU times are the better measure of cost.\n")
+        "wall times are inflated; CPU times are the better measure of cost.\n"
+        + (f"\n{args.note}\n" if args.note else ""))
     if args.no_write:
         print(body)
     else:

@@ -117,7 +117,9 @@ class HigherOrderParser:
             grand-sibling parts of every child) or "outer" (Koo & Collins's Model 2:
             only of each head's outermost child per side). Chosen on EWT dev
             (6,000 training sentences, 5 epochs): MIRA order 3 84.86 ("all") vs
-            84.61 ("outer"), perceptron 84.40 vs 84.38.
+            84.61 ("outer"), perceptron 84.40 vs 84.38; on the full training set
+            (MIRA, 10 epochs, one run each) dev went the other way, 86.74 vs 87.06
+            (docs/benchmarks.md, higher_order_full).
         projectivize: with projective decoding, the model epochs learn from each
             gold tree's minimum-loss projective version (Koo et al. 2007, fn. 4; the
             tree a projective decoder can reach) instead of the tree as given. The

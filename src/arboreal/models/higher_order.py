@@ -118,8 +118,8 @@ class HigherOrderParser:
             only of each head's outermost child per side). Chosen on EWT dev
             (6,000 training sentences, 5 epochs): MIRA order 3 84.86 ("all") vs
             84.61 ("outer"), perceptron 84.40 vs 84.38; on the full training set
-            (MIRA, 10 epochs, one run each) dev went the other way, 86.74 vs 87.06
-            (docs/benchmarks.md, higher_order_full).
+            (MIRA, 10 epochs, seeds 0 and 1) dev does not separate them: 86.74 / 87.00
+            ("all") vs 87.06 / 87.00 (docs/benchmarks.md, higher_order_full).
         projectivize: with projective decoding, the model epochs learn from each
             gold tree's minimum-loss projective version (Koo et al. 2007, fn. 4; the
             tree a projective decoder can reach) instead of the tree as given. The

@@ -364,3 +364,19 @@ def test_cli_decoder_cle_selects_hill_climbing(tmp_path):
     assert HigherOrderParser.load(model).projective is False
     assert main(["train", str(small), "--order", "2", "--decoder", "auto", "--epochs", "1",
                  "-o", str(model), "--quiet"]) == 2
+
+
+def test_cli_default_learner_is_mira_for_higher_orders_and_perceptron_at_first_order(tmp_path):
+    from arboreal.cli import main
+    from arboreal.io.conllu import read_conllu, write_conllu
+    from arboreal.models import load_model
+
+    small = tmp_path / "train.conllu"
+    write_conllu(read_conllu(SAMPLE / "en_ewt-sample-train.conllu")[:30], small)
+    m2, m1 = tmp_path / "o2.npz", tmp_path / "o1.npz"
+    assert main(["train", str(small), "--order", "2", "--epochs", "1", "--hash-bits", "16",
+                 "-o", str(m2), "--quiet"]) == 0
+    assert HigherOrderParser.load(m2).learner == "mira"
+    assert main(["train", str(small), "--epochs", "1", "--hash-bits", "16", "-o", str(m1),
+                 "--quiet"]) == 0
+    assert load_model(m1).meta["training"]["learner"] == "perceptron"

@@ -159,6 +159,21 @@ def _root_choice(arc, slot, width, sib_off, sib, use_sib, C, single_root):
 
 
 @njit(cache=True)
+def _backtrack_start(N, n, root, single_root, heads, cols):
+    """Backtracking stack (8N + 8, cols) seeded with the complete spans under the root
+    (both sides of the root's one child when single-rooted; ``heads`` gets that arc);
+    returns (stack, top)."""
+    stack = np.zeros((8 * N + 8, cols), dtype=np.int64)
+    if single_root:
+        heads[root] = 0
+        stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3] = 0, 0, root, 1
+        stack[1, 0], stack[1, 1], stack[1, 2], stack[1, 3] = 0, 0, root, n
+        return stack, 2
+    stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3] = 0, 0, 0, n
+    return stack, 1
+
+
+@njit(cache=True)
 def _model1(arc, slot, width, arcid, sib_off, grand_off, gsib_off, sib, grand, gsib,
             use_sib, use_grand, use_gsib, single_root):
     n = arc.shape[0] - 1
@@ -243,16 +258,8 @@ def _model1(arc, slot, width, arcid, sib_off, grand_off, gsib_off, sib, grand, g
     heads = np.full(N, -1, dtype=np.int64)
     if best == NEG:
         return heads, best
-    stack = np.zeros((8 * N + 8, 4), dtype=np.int64)   # (kind, g|h, h|a, e|b): 0 C, 1 I, 2 S
-    top = 0
-    if single_root:
-        heads[root] = 0
-        stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3] = 0, 0, root, 1
-        stack[1, 0], stack[1, 1], stack[1, 2], stack[1, 3] = 0, 0, root, n
-        top = 2
-    else:
-        stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3] = 0, 0, 0, n
-        top = 1
+    # (kind, g|h, h|a, e|b): 0 C, 1 I, 2 S
+    stack, top = _backtrack_start(N, n, root, single_root, heads, 4)
     while top > 0:
         top -= 1
         kind, p, q, r = stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3]
@@ -385,16 +392,8 @@ def _model2(arc, slot, width, arcid, sib_off, grand_off, gsib_off, tri_off, sib,
     heads = np.full(N, -1, dtype=np.int64)
     if best == NEG:
         return heads, best
-    stack = np.zeros((8 * N + 8, 4), dtype=np.int64)   # kinds: 0 C, 1 I, 2 IS, 3 S
-    top = 0
-    if single_root:
-        heads[root] = 0
-        stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3] = 0, 0, root, 1
-        stack[1, 0], stack[1, 1], stack[1, 2], stack[1, 3] = 0, 0, root, n
-        top = 2
-    else:
-        stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3] = 0, 0, 0, n
-        top = 1
+    # kinds: 0 C, 1 I, 2 IS, 3 S
+    stack, top = _backtrack_start(N, n, root, single_root, heads, 4)
     while top > 0:
         top -= 1
         kind, p, q, r = stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3]
@@ -542,16 +541,8 @@ def _model2_all(arc, slot, width, arcid, sib_off, grand_off, gsib_off, tri_off, 
     heads = np.full(N, -1, dtype=np.int64)
     if best == NEG:
         return heads, best
-    stack = np.zeros((8 * N + 8, 5), dtype=np.int64)   # kinds: 0 C, 1 I, 2 G, 3 S
-    top = 0
-    if single_root:
-        heads[root] = 0
-        stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3] = 0, 0, root, 1
-        stack[1, 0], stack[1, 1], stack[1, 2], stack[1, 3] = 0, 0, root, n
-        top = 2
-    else:
-        stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3] = 0, 0, 0, n
-        top = 1
+    # kinds: 0 C, 1 I, 2 G, 3 S
+    stack, top = _backtrack_start(N, n, root, single_root, heads, 5)
     while top > 0:
         top -= 1
         kind, p, q, r, z = stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3], stack[top, 4]

@@ -144,7 +144,7 @@ def test_bad_options():
 
 
 def test_spread_rotates_slots_and_old_configs_load_unrotated(corpus):
-    rotated = FeatureSet("default", bits=14).fit(corpus)
+    rotated = FeatureSet("default", bits=14, share_blocks=False).fit(corpus)
     assert rotated.spread and rotated.config()["spread"] is True
     enc = rotated.encode(corpus[:1])[0]
     plain = reference_arc_ids(enc.codes, rotated.table, 0, 1, np.zeros(0, int), LONG, 14, False)
@@ -153,12 +153,44 @@ def test_spread_rotates_slots_and_old_configs_load_unrotated(corpus):
     assert [i // 16 for i in plain] == [i // 16 for i in spread]
     assert all(i % 16 == 0 for i in plain[::2]) and any(i % 16 for i in spread[::2])
     cfg = rotated.config()
-    del cfg["spread"]  # a model file written before the option existed
+    del cfg["spread"], cfg["share_blocks"]  # a model file written before the options existed
     old = FeatureSet.from_config(cfg, rotated.vocabs, None)
     w = np.random.default_rng(0).standard_normal(old.dim)
     enc_old = old.encode(corpus[:1])[0]
     ref = sum(w[i] for i in plain)
     assert old.arc_scores(enc_old, w)[0, 1] == pytest.approx(ref, abs=1e-9)
+
+
+def test_word_pair_templates_share_one_block_per_family(corpus):
+    shared = FeatureSet("default", bits=16).fit(corpus)
+    assert shared.share_blocks and shared.config()["share_blocks"] is True
+    own = FeatureSet("default", bits=16, share_blocks=False).fit(corpus)
+    enc = shared.encode(corpus[:1])[0]
+    h, m = 1, 2
+    T = shared.templates
+    family = [t for t, spec in enumerate(T) if "h.word" in spec.split() and "m.word" in spec.split()]
+    assert len(family) >= 4
+    # one id pair per template (none of them iterates): plain slot, then (dir, dist) slot
+    ids_shared = reference_arc_ids(enc.codes, shared.table, h, m, np.zeros(0, int), LONG, 16, True)
+    ids_own = reference_arc_ids(enc.codes, own.table, h, m, np.zeros(0, int), LONG, 16, True)
+    hlong, mlong = enc.codes[LONG, h + 1] != 0, enc.codes[LONG, m + 1] != 0
+    fired = [t for t, (cond, loop) in enumerate(shared.table[:, 1:3].tolist()) if loop < 0
+             and (cond == 0 or (cond & 1 and hlong) or (cond & 2 and mlong))]
+    pos = {t: i for i, t in enumerate(fired)}
+    blocks_shared = {ids_shared[2 * pos[t]] // 16 for t in family}
+    blocks_own = {ids_own[2 * pos[t]] // 16 for t in family}
+    assert len(blocks_shared) == 1 and len(blocks_own) == len(family)
+    # rotations stay per template: the plain slots of the family are not all equal
+    assert len({ids_shared[2 * pos[t]] for t in family}) > 1
+    # templates outside any family keep their own blocks
+    lone = T.index("h.pos m.pos")
+    assert ids_shared[2 * pos[lone]] == ids_own[2 * pos[lone]]
+    # the same family for the same words wherever they stand, another for other words
+    other = reference_arc_ids(enc.codes, shared.table, 2, 1, np.zeros(0, int), LONG, 16, True)
+    assert other[2 * pos[family[0]]] // 16 != ids_shared[2 * pos[family[0]]] // 16
+    with pytest.raises(ValueError, match="spread"):
+        FeatureSet("default", spread=False, share_blocks=True)
+    assert not FeatureSet("default", spread=False).share_blocks
 
 
 def test_weight_vectors_are_cache_line_aligned():

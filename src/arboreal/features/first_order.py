@@ -39,6 +39,8 @@ from arboreal.features.hashing import (accumulate_dense_kernel, arc_ids, arc_sco
 ATTRS = ("word", "p5", "pos", "xpos", "lemma", "feats", "suf3", "long")
 ATTR_INDEX = {a: i for i, a in enumerate(ATTRS)}
 LONG = ATTR_INDEX["long"]
+#: attributes whose head/modifier pairs key shared hash blocks (rare, cache-missing)
+SHARED_BLOCK_ATTRS = ("word", "p5", "lemma")
 # reserved codes
 PAD_LEFT, PAD_RIGHT, ROOT, UNK = 0, 1, 2, 3
 N_RESERVED = 4
@@ -124,13 +126,19 @@ class FeatureSet:
         lowercase: lower-case forms before coding (default: True except "mcdonald").
         spread: rotate each feature's slots inside its hash block (fewer collisions at
             the same memory; False reproduces model files written before it existed).
+        share_blocks: templates that read the same word-pair attributes of head and
+            modifier (``word``, ``p5``, ``lemma``) share one hash block per pair, each
+            at its own rotation (see :func:`~arboreal.features.hashing.compile_templates`):
+            one cache miss per family instead of one per template. Needs ``spread``
+            (default: on with it); False reproduces model files written before it existed.
 
     Call :meth:`fit` on training sentences (builds the vocabularies and the cut-off
     mask) before :meth:`encode`.
     """
 
     def __init__(self, templates: str | list[str] = "default", bits: int = 23,
-                 cutoff: int = 0, lowercase: bool | None = None, spread: bool = True):
+                 cutoff: int = 0, lowercase: bool | None = None, spread: bool = True,
+                 share_blocks: bool | None = None):
         if isinstance(templates, str):
             if templates not in TEMPLATE_SETS:
                 raise ValueError(f"unknown feature set {templates!r}; choose from {sorted(TEMPLATE_SETS)}")
@@ -145,7 +153,14 @@ class FeatureSet:
         self.spread = int(bool(spread))
         self.cutoff = int(cutoff)
         self.lowercase = (self.name != "mcdonald") if lowercase is None else bool(lowercase)
-        self.table = compile_templates(self.templates, ATTR_INDEX)
+        if share_blocks is None:
+            share_blocks = bool(spread)
+        if share_blocks and not spread:
+            raise ValueError("share_blocks needs spread (features sharing a block are told "
+                             "apart by their rotation)")
+        self.share_blocks = bool(share_blocks)
+        self.table = compile_templates(self.templates, ATTR_INDEX,
+                                       SHARED_BLOCK_ATTRS if share_blocks else ())
         self.vocabs: dict[str, np.ndarray] = {}
         self.allowed: np.ndarray | None = None  # bool (dim,) when cutoff > 0
         n_loop = int((self.table[:, 2] >= 0).sum())
@@ -330,13 +345,15 @@ class FeatureSet:
     def config(self) -> dict:
         """JSON-able description (vocabularies and mask are saved separately as arrays)."""
         return {"name": self.name, "templates": self.templates, "bits": self.bits,
-                "cutoff": self.cutoff, "lowercase": self.lowercase, "spread": bool(self.spread)}
+                "cutoff": self.cutoff, "lowercase": self.lowercase, "spread": bool(self.spread),
+                "share_blocks": self.share_blocks}
 
     @classmethod
     def from_config(cls, cfg: dict, vocabs: dict[str, np.ndarray],
                     allowed: np.ndarray | None) -> "FeatureSet":
         fs = cls(templates=cfg["templates"], bits=cfg["bits"], cutoff=cfg["cutoff"],
-                 lowercase=cfg["lowercase"], spread=cfg.get("spread", False))
+                 lowercase=cfg["lowercase"], spread=cfg.get("spread", False),
+                 share_blocks=cfg.get("share_blocks", False))
         fs.name = cfg["name"]
         fs.vocabs = {k: np.asarray(v, dtype=str) for k, v in vocabs.items()}
         fs._lookup = {}

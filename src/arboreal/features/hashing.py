@@ -26,6 +26,8 @@ import numpy as np
 from numba import njit
 
 MAX_SLOTS = 4
+#: column of the template table holding the shared-block key (0: none)
+KEY_COL = 3 + 3 * MAX_SLOTS
 #: a feature owns a block of BLOCK consecutive weights (one 64-byte cache line in
 #: float32): the plain feature at offset 0, its conjunctions with (direction,
 #: distance bucket) at offsets 1..14, so scoring both costs one cache miss
@@ -67,6 +69,9 @@ _C2 = np.uint64(0xC4CEB9FE1A85EC53)
 _K = np.uint64(0x9E3779B97F4A7C15)
 _S33 = np.uint64(33)
 _MASK64 = (1 << 64) - 1
+_LOW = np.uint64(BLOCK - 1)          # rotation / slot bits of a position
+_HIGH = np.uint64(_MASK64 ^ (BLOCK - 1))  # block bits of a position
+_ZERO = np.uint64(0)
 
 
 def distance_bucket(d: int) -> int:
@@ -104,35 +109,57 @@ def _bucket(d):
 
 @njit(cache=True)
 def group_hashes(codes, tmpl, heads):
-    """Partial hashes ``G[g, p + 1, t]`` of the slots of template t anchored in group g
+    """Partial hashes ``G[g, t, p + 1]`` of the slots of template t anchored in group g
     (0 head, 1 modifier, 2 iterating anchor, 3 grandparent) read at position p (-1..n).
 
     Each is a fully mixed 64-bit value (seeded by template and group), so an arc's
-    feature hash is just ``(G[0,h+1,t] ^ G[1,m+1,t] ^ G[2,x+1,t] ^ G[3,g+1,t]) * C``
+    feature hash is just ``(G[0,t,h+1] ^ G[1,t,m+1] ^ G[2,t,x+1] ^ G[3,t,g+1]) * C``
     and its block the top ``bits`` bits of that. Computed once per sentence, O(T n).
+
+    Rows 4 and 5 hold, for templates with a shared-block key (``tmpl[t, KEY_COL] != 0``,
+    see :func:`compile_templates`), the partial hashes of the key's head and modifier
+    slots, seeded by the key's family instead of the template: every template of one
+    family then finds its block at the same address for the same word pair.
     """
     n = codes.shape[1] - 3
     T = tmpl.shape[0]
-    G = np.empty((4, n + 2, T), dtype=np.uint64)
+    G = np.zeros((6, T, n + 2), dtype=np.uint64)
     for t in range(T):
         ns = tmpl[t, 0]
-        for grp in range(4):
-            seed = _mix(np.uint64(0xCBF29CE484222325), (t + 1) * 8 + grp)
+        key = tmpl[t, KEY_COL]
+        for grp in range(6):
+            if grp >= 4 and key == 0:
+                continue
+            if grp < 4:
+                seed = _mix(np.uint64(0xCBF29CE484222325), (t + 1) * 8 + grp)
+            else:
+                seed = _mix(np.uint64(0x84222325CBF29CE4), (key >> MAX_SLOTS) * 8 + grp)
             for p in range(-1, n + 1):
                 hv = seed
                 for s in range(ns):
                     anchor = tmpl[t, 4 + 3 * s]
-                    ag = anchor if anchor < 2 else (3 if anchor == 3 else 2)
-                    if ag != grp:
-                        continue
+                    if grp >= 4:
+                        if (key >> s) & 1 == 0 or anchor != grp - 4:
+                            continue
+                    else:
+                        ag = anchor if anchor < 2 else (3 if anchor == 3 else 2)
+                        if ag != grp:
+                            continue
                     q = p + tmpl[t, 5 + 3 * s]
                     if q < -1:
                         q = -1
                     elif q > n + 1:
                         q = n + 1
                     hv = _mix(hv, codes[tmpl[t, 3 + 3 * s], q + 1])
-                G[grp, p + 1, t] = _fmix(hv)
+                G[grp, t, p + 1] = _fmix(hv)
     return G
+
+
+@njit(cache=True, inline="always")
+def _keyed(x, vk, shift):
+    """Position of a keyed template's feature: the block of its key's hash ``vk``,
+    the rotation inside the block of its own position ``x``."""
+    return (_pos(vk, shift) & _HIGH) | (x & _LOW)
 
 
 @njit(cache=True, inline="always")
@@ -159,7 +186,7 @@ def _fires(codes, cond, long_attr, h, m):
 def _pos(v, shift):
     """Top ``bits`` bits of a feature's mixed hash: its block (``& ~(BLOCK-1)``) and
     its rotation inside the block (``& (BLOCK-1)``)."""
-    return np.int64((v * _K) >> shift)
+    return (v * _K) >> shift
 
 
 @njit(cache=True, inline="always")
@@ -170,8 +197,10 @@ def _slot(x, k, spread):
     features that share a block collide on a slot only by chance (1/BLOCK) instead of
     on all of them; ``spread = 0`` is the unrotated layout of older model files.
     """
-    r = x & (BLOCK - 1) if spread else 0
-    return (x & ~np.int64(BLOCK - 1)) + ((r + k) & (BLOCK - 1))
+    # unsigned arithmetic throughout: an unsigned index needs no negative-index
+    # wrap-around test in the gather (measured ~25% of an in-cache gather's cost)
+    r = x & _LOW if spread else _ZERO
+    return (x & _HIGH) + ((r + np.uint64(k)) & _LOW)
 
 
 @njit(cache=True)
@@ -197,9 +226,11 @@ def arc_ids(codes, tmpl, G, h, m, heads, long_attr, bits, buf, spread=0):
         if not _fires(codes, tmpl[t, 1], long_attr, h, m):
             continue
         loop = tmpl[t, 2]
-        hv0 = G[0, h + 1, t] ^ G[1, m + 1, t] ^ G[3, g + 1, t]
+        hv0 = G[0, t, h + 1] ^ G[1, t, m + 1] ^ G[3, t, g + 1]
         if loop < 0:
-            x = _pos(hv0 ^ G[2, 0, t], shift)
+            x = _pos(hv0 ^ G[2, t, 0], shift)
+            if tmpl[t, KEY_COL] != 0:
+                x = _keyed(x, G[4, t, h + 1] ^ G[5, t, m + 1], shift)
             buf[k] = _slot(x, 0, spread)
             buf[k + 1] = _slot(x, dd, spread)
             k += 2
@@ -214,7 +245,7 @@ def arc_ids(codes, tmpl, G, h, m, heads, long_attr, bits, buf, spread=0):
                 else:
                     if x == 0 or x == m or heads[x] != h:
                         continue
-                xp = _pos(hv0 ^ G[2, x + 1, t], shift)
+                xp = _pos(hv0 ^ G[2, t, x + 1], shift)
                 buf[k] = _slot(xp, 0, spread)
                 buf[k + 1] = _slot(xp, dd, spread)
                 k += 2
@@ -250,7 +281,7 @@ def _sweep_setup(codes, tmpl, G, long_attr):
             pi += 1
             continue
         loop_t[li] = t
-        col = G[2, :, t].copy()
+        col = G[2, t, :].copy()
         order = np.argsort(col)
         c = -1
         prev = np.uint64(0)
@@ -351,10 +382,10 @@ def arc_scores_kernel(codes, tmpl, w, long_attr, bits, spread=0):
         if side[i] != 2:
             continue
         t = plain_t[i]
-        hx = G[0, 0, t] ^ G[3, 0, t] ^ G[2, 0, t]
+        hx = G[0, t, 0] ^ G[3, t, 0] ^ G[2, t, 0]
         for m in range(1, n + 1):
             if _fires_at(cond_t[i], False, islong[m]):
-                x = _pos(hx ^ G[1, m + 1, t], shift)
+                x = _pos(hx ^ G[1, t, m + 1], shift)
                 for k in range(BLOCK - 1):
                     msum[m, k] += w[_slot(x, k, spread)]
     ddrow = np.zeros(n + 1, dtype=np.int64)
@@ -369,21 +400,30 @@ def arc_scores_kernel(codes, tmpl, w, long_attr, bits, spread=0):
         for i in range(plain_t.shape[0]):
             t = plain_t[i]
             cond = cond_t[i]
-            hx = G[0, h + 1, t] ^ G[3, 0, t] ^ G[2, 0, t]
+            hx = G[0, t, h + 1] ^ G[3, t, 0] ^ G[2, t, 0]
             if side[i] == 1:
                 if _fires_at(cond, hlong, False):
-                    x = _pos(hx ^ G[1, 0, t], shift)
+                    x = _pos(hx ^ G[1, t, 0], shift)
                     for k in range(BLOCK - 1):
                         hsum[k] += w[_slot(x, k, spread)]
             elif side[i] == 0:
+                keyed = tmpl[t, KEY_COL] != 0
+                hk = G[4, t, h + 1]
                 if cond == 0 or ((cond & 1) != 0 and hlong):
-                    for m in range(1, n + 1):
-                        x = _pos(hx ^ G[1, m + 1, t], shift)
-                        row[m] += w[_slot(x, 0, spread)] + w[_slot(x, ddrow[m], spread)]
+                    if keyed:
+                        for m in range(1, n + 1):
+                            x = _keyed(_pos(hx ^ G[1, t, m + 1], shift), hk ^ G[5, t, m + 1], shift)
+                            row[m] += w[_slot(x, 0, spread)] + w[_slot(x, ddrow[m], spread)]
+                    else:
+                        for m in range(1, n + 1):
+                            x = _pos(hx ^ G[1, t, m + 1], shift)
+                            row[m] += w[_slot(x, 0, spread)] + w[_slot(x, ddrow[m], spread)]
                 elif (cond & 2) != 0:
                     for m in range(1, n + 1):
                         if islong[m]:
-                            x = _pos(hx ^ G[1, m + 1, t], shift)
+                            x = _pos(hx ^ G[1, t, m + 1], shift)
+                            if keyed:
+                                x = _keyed(x, hk ^ G[5, t, m + 1], shift)
                             row[m] += w[_slot(x, 0, spread)] + w[_slot(x, ddrow[m], spread)]
         for m in range(1, n + 1):
             if m != h:
@@ -405,7 +445,7 @@ def arc_scores_kernel(codes, tmpl, w, long_attr, bits, spread=0):
                 s = 0.0
                 for li in range(nloop):
                     t = loop_t[li]
-                    hv0 = G[0, h + 1, t] ^ G[1, m + 1, t] ^ G[3, 0, t]
+                    hv0 = G[0, t, h + 1] ^ G[1, t, m + 1] ^ G[3, t, 0]
                     for j in range(nact[li]):
                         c = active[li, j]
                         x = _pos(hv0 ^ rep[li, c], shift)
@@ -443,7 +483,7 @@ def accumulate_dense_kernel(codes, tmpl, coef, out, scale, long_attr, bits, allo
     hx = np.empty(T, dtype=np.uint64)
     for h in range(n + 1):
         for t in range(T):
-            hx[t] = G[0, h + 1, t] ^ G[3, 0, t] ^ G[2, 0, t]
+            hx[t] = G[0, t, h + 1] ^ G[3, t, 0] ^ G[2, t, 0]
         hlong = long_attr >= 0 and codes[long_attr, h + 1] != 0
         for direction in range(2):
             step = 1 if direction == 0 else -1
@@ -460,7 +500,9 @@ def accumulate_dense_kernel(codes, tmpl, coef, out, scale, long_attr, bits, allo
                             if not (((cond & 1) and hlong) or ((cond & 2) and mlong)):
                                 continue
                         t = plain_t[i]
-                        x = _pos(hx[t] ^ G[1, m + 1, t], shift)
+                        x = _pos(hx[t] ^ G[1, t, m + 1], shift)
+                        if tmpl[t, KEY_COL] != 0:
+                            x = _keyed(x, G[4, t, h + 1] ^ G[5, t, m + 1], shift)
                         f0 = _slot(x, 0, spread)
                         f1 = _slot(x, dd, spread)
                         if use_mask:
@@ -473,7 +515,7 @@ def accumulate_dense_kernel(codes, tmpl, coef, out, scale, long_attr, bits, allo
                             out[f1] += v
                     for li in range(nloop):
                         t = loop_t[li]
-                        hv0 = G[0, h + 1, t] ^ G[1, m + 1, t] ^ G[3, 0, t]
+                        hv0 = G[0, t, h + 1] ^ G[1, t, m + 1] ^ G[3, t, 0]
                         for j in range(nact[li]):
                             c = active[li, j]
                             xp = _pos(hv0 ^ rep[li, c], shift)
@@ -525,6 +567,15 @@ def reference_arc_ids(codes: np.ndarray, tmpl: np.ndarray, h: int, m: int,
             xs = [x for x in range(1, n + 1) if heads[x] == m]
         else:
             xs = [x for x in range(1, n + 1) if x != m and heads[x] == h]
+        key = row[KEY_COL]
+        kv = 0
+        for grp, p in ((4, h), (5, m)) if key else ():
+            hv = mix(0x84222325CBF29CE4, (key >> MAX_SLOTS) * 8 + grp)
+            for s in range(ns):
+                a, anchor, off = row[3 + 3 * s: 6 + 3 * s]
+                if (key >> s) & 1 and anchor == grp - 4:
+                    hv = mix(hv, int(codes[a, min(max(p + off, -1), n + 1) + 1]))
+            kv ^= fmix(hv)
         for x in xs:
             v = 0
             for grp, p in ((0, h), (1, m), (3, g), (2, x)):
@@ -538,13 +589,17 @@ def reference_arc_ids(codes: np.ndarray, tmpl: np.ndarray, h: int, m: int,
                     hv = mix(hv, int(codes[a, q + 1]))
                 v ^= fmix(hv)
             x = ((v * 0x9E3779B97F4A7C15) & _MASK64) >> (64 - bits)
+            if key:
+                kx = ((kv * 0x9E3779B97F4A7C15) & _MASK64) >> (64 - bits)
+                x = (kx & ~(BLOCK - 1)) | (x & (BLOCK - 1))
             base, r = x & ~(BLOCK - 1), (x & (BLOCK - 1)) if spread else 0
             out.append(base + r)
             out.append(base + (r + dd) % BLOCK)
     return out
 
 
-def compile_templates(templates: list[str], attrs: dict[str, int]) -> np.ndarray:
+def compile_templates(templates: list[str], attrs: dict[str, int],
+                      key_attrs: tuple[str, ...] = ()) -> np.ndarray:
     """Compile template strings to the kernel's table.
 
     A template is a space-separated list of slots ``anchor[+-1].attr``, e.g.
@@ -552,9 +607,18 @@ def compile_templates(templates: list[str], attrs: dict[str, int]) -> np.ndarray
     between them), g (grandparent), c (each child of m), s (each sibling of m).
     A template whose slots read attribute ``p5`` (5-character prefix) fires only when
     one of the words it reads is longer than 5 characters (cond bits 1 = head, 2 = mod).
+
+    Shared blocks (``key_attrs``, e.g. ``("word", "lemma")``): a template without an
+    iterating anchor that reads a key attribute at the head itself and one at the
+    modifier itself gets as key those slots; all templates with the same key slots
+    (a *family*, e.g. every template reading ``h.word`` and ``m.word``) place their
+    features in the block addressed by the key's values, each at its own rotation.
+    Scoring an arc then fetches one cache line per family instead of one per
+    template (word-pair templates are the rare, cache-missing ones). Stored in column
+    ``KEY_COL`` as ``family << MAX_SLOTS | slot mask`` (0: no key). Needs ``spread``.
     """
     anchors = {"h": HEAD, "m": MOD, "b": BETWEEN, "g": GRAND, "c": CHILD, "s": SIBLING}
-    table = np.zeros((len(templates), 3 + 3 * MAX_SLOTS), dtype=np.int64)
+    table = np.zeros((len(templates), KEY_COL + 1), dtype=np.int64)
     for t, spec in enumerate(templates):
         slots = spec.split()
         if not 0 <= len(slots) <= MAX_SLOTS:
@@ -576,4 +640,23 @@ def compile_templates(templates: list[str], attrs: dict[str, int]) -> np.ndarray
             table[t, 3 + 3 * s: 6 + 3 * s] = (attrs[attr], anchor, off)
         table[t, 1] = cond
         table[t, 2] = loop
+        if key_attrs and loop < 0:
+            table[t, KEY_COL] = _family_key(slots, attrs, key_attrs)
     return table
+
+
+def _family_key(slots: list[str], attrs: dict[str, int], key_attrs: tuple[str, ...]) -> int:
+    """``family << MAX_SLOTS | mask`` of a template's shared-block key, 0 if it has none."""
+    mask, sides, parts = 0, set(), []
+    for s, slot in enumerate(slots):
+        where, _, attr = slot.partition(".")
+        if where in ("h", "m") and attr in key_attrs:
+            mask |= 1 << s
+            sides.add(where)
+            parts.append((where, attrs[attr]))
+    if sides != {"h", "m"}:
+        return 0
+    family = 0
+    for where, a in sorted(set(parts)):   # the same slots in any order: the same family
+        family = family * 64 + (a + 1) * 2 + (where == "m")
+    return (family << MAX_SLOTS) | mask

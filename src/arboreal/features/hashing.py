@@ -134,6 +134,16 @@ def group_hashes(codes, tmpl, heads):
                 seed = _mix(np.uint64(0xCBF29CE484222325), (t + 1) * 8 + grp)
             else:
                 seed = _mix(np.uint64(0x84222325CBF29CE4), (key >> MAX_SLOTS) * 8 + grp)
+            reads = False
+            for s in range(ns):
+                anchor = tmpl[t, 4 + 3 * s]
+                if grp >= 4:
+                    reads = reads or ((key >> s) & 1 == 1 and anchor == grp - 4)
+                else:
+                    reads = reads or (anchor if anchor < 2 else (3 if anchor == 3 else 2)) == grp
+            if not reads:   # the template reads nothing in this group: one constant
+                G[grp, t, :] = _fmix(seed)
+                continue
             for p in range(-1, n + 1):
                 hv = seed
                 for s in range(ns):

@@ -44,10 +44,15 @@ def corpus():
     return sents
 
 
+# offsets of two words (clamped to the sentence boundary) and a word-pair family
+WIDE = ["h-2.pos h-1.pos h.pos m.pos", "h.pos m.pos m+1.pos m+2.pos", "h.pos m.pos m+2.word",
+        "h.word m.word", "h.word h.pos m.word", "h.pos b.pos m.pos", "h+2.word", ""]
+
+
 @pytest.mark.parametrize("spread", [True, False])
-@pytest.mark.parametrize("name", ["mcdonald", "default"])
+@pytest.mark.parametrize("name", ["mcdonald", "default", "wide"])
 def test_arc_scores_match_reference_dot_product(corpus, name, spread):
-    fs = FeatureSet(name, bits=14, spread=spread).fit(corpus[:4])
+    fs = FeatureSet(WIDE if name == "wide" else name, bits=14, spread=spread).fit(corpus[:4])
     w = np.random.default_rng(2).standard_normal(fs.dim)
     for enc in fs.encode(corpus):
         scores = fs.arc_scores(enc, w)

@@ -2,7 +2,8 @@
 
 A *template* is a conjunction of token attributes read at positions anchored on the
 arc being scored (head ``h``, modifier ``m``, a word ``b`` between them, the
-grandparent, a child of ``m``, a sibling of ``m``) with an offset of -1, 0 or +1.
+grandparent, a child of ``m``, a sibling of ``m``) with an offset of -2..+2
+(positions beyond the sentence read the boundary codes).
 A feature id is a 64-bit hash of ``(template id, code_1, ..., code_k)`` reduced to
 a block of ``BLOCK`` weights among ``2**bits``; every template fires twice, once
 plain (slot 0 of the block) and once conjoined with the attachment direction and
@@ -11,6 +12,10 @@ the conjoined one. Keeping both in one cache line halves the memory traffic of
 scoring, which is bound by random gathers from the weight vector. With ``spread``
 (the default of new feature sets) the slots are rotated by a second part of the
 hash, so features sharing a block rarely share a slot (see :func:`_slot`).
+Templates of one *family* (those reading the same word-pair attributes, e.g. every
+template with ``h.word`` and ``m.word``) can share one block per pair of values, each at
+its own rotation (``key_attrs`` of :func:`compile_templates`): word pairs are the rare,
+cache-missing features, and one miss then serves the whole family.
 
 Templates are data: an int64 table ``(T, 3 + 3 * MAX_SLOTS)`` with rows
 ``[n_slots, cond, loop_anchor, attr_1, anchor_1, offset_1, ...]``, interpreted by the
@@ -639,7 +644,7 @@ def compile_templates(templates: list[str], attrs: dict[str, int],
             where, _, attr = slot.partition(".")
             anchor = anchors.get(where[0])
             off = int(where[1:]) if len(where) > 1 else 0
-            if anchor is None or attr not in attrs or off not in (-1, 0, 1):
+            if anchor is None or attr not in attrs or off not in (-2, -1, 0, 1, 2):
                 raise ValueError(f"template {spec!r}: bad slot {slot!r}")
             if anchor in LOOP_ANCHORS:
                 if loop >= 0 and loop != anchor:

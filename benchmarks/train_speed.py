@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
             print(rows[-1], flush=True)
     body = (
         f"EWT train (12,544 sentences, 204,577 words), {args.epochs} epochs, no dev set; "
-        "hash size and features as in benchmarks/first_order.py (2^24 weights). An epoch = "
+        "hash size and features as in benchmarks/first_order.py (the CLI default, 2^23 weights). An epoch = "
         "one pass of the arc learner (scoring all n^2 candidate arcs of every sentence, "
         "decoding, updating); its wall and CPU time come from the model's training history. "
         "`reading + features`: reading the treebank, vocabularies and token codes (once); "

@@ -17,7 +17,8 @@ Feature sets:
   POS trigrams, surrounding-POS 4-grams and their trigram back-offs.
 * ``"default"``: the McDonald templates over lower-cased forms, plus XPOS and lemma
   variants, morphological features (FEATS) and 3-character suffixes of head and
-  modifier, wider context (POS at +-1 of both words with the word itself), and
+  modifier, wider context (POS at +-1 of both words with the word itself, POS 4-grams
+  reaching two words away, the words next to head and modifier with both POS), and
   direction/distance-only bias features.
 
 Every template fires twice: plain and conjoined with (direction, distance bucket
@@ -35,7 +36,7 @@ import numpy as np
 from numba import njit
 
 from arboreal.features.hashing import (accumulate_dense_kernel, arc_ids, arc_scores_kernel,
-                                       compile_templates, group_hashes)
+                                       compile_templates, partial_hashes)
 
 ATTRS = ("word", "p5", "pos", "xpos", "lemma", "feats", "suf3", "long")
 ATTR_INDEX = {a: i for i, a in enumerate(ATTRS)}
@@ -87,6 +88,13 @@ def default_templates() -> list[str]:
         "h.pos m.word m+1.pos", "h.word m.word m.pos h.pos",
         "h-1.pos h.pos h+1.pos m.pos", "h.pos m-1.pos m.pos m+1.pos",
         "h.lemma m.pos m+1.pos", "h.pos m.lemma h+1.pos",
+        # POS two words away, and the words next to head and modifier: together (not
+        # either group alone) they raised the averaged perceptron's best dev UAS on EWT
+        # from 86.88 to 87.46 (seed 1: 86.87 to 87.29); runs/fo_exp/s4_*.log
+        "h-2.pos h-1.pos h.pos m.pos", "h.pos m.pos m+1.pos m+2.pos",
+        "h.pos h+1.pos h+2.pos m.pos", "h.pos m-2.pos m-1.pos m.pos",
+        "h.pos m.pos m+1.word", "h.pos m.pos m-1.word",
+        "h.pos h+1.word m.pos", "h.pos h-1.word m.pos",
         # between words (coarse and fine)
         # direction / distance only
         "",
@@ -381,7 +389,7 @@ def _n_buf(table, n):
 def _accumulate(codes, table, coef, out, scale, long_attr, bits, allowed, spread):
     n = codes.shape[1] - 3
     buf = np.empty(_n_buf(table, n), dtype=np.int64)
-    G = group_hashes(codes, table, _EMPTY_HEADS)
+    G = partial_hashes(codes, table, _EMPTY_HEADS)
     use_mask = allowed.shape[0] > 0
     for h in range(n + 1):
         for m in range(1, n + 1):
@@ -401,7 +409,7 @@ def _accumulate(codes, table, coef, out, scale, long_attr, bits, allowed, spread
 def _accumulate_head_diff(codes, table, gold, pred, w, u, c, long_attr, bits, allowed, spread):
     n = codes.shape[1] - 3
     buf = np.empty(_n_buf(table, n), dtype=np.int64)
-    G = group_hashes(codes, table, _EMPTY_HEADS)
+    G = partial_hashes(codes, table, _EMPTY_HEADS)
     use_mask = allowed.shape[0] > 0
     for m in range(1, n + 1):
         if gold[m] == pred[m]:
@@ -422,7 +430,7 @@ def _accumulate_head_diff(codes, table, gold, pred, w, u, c, long_attr, bits, al
 def _arc_features(codes, table, hs, ms, long_attr, bits, allowed, spread):
     n = codes.shape[1] - 3
     buf = np.empty(_n_buf(table, n), dtype=np.int64)
-    G = group_hashes(codes, table, _EMPTY_HEADS)
+    G = partial_hashes(codes, table, _EMPTY_HEADS)
     use_mask = allowed.shape[0] > 0
     offsets = np.zeros(hs.shape[0] + 1, dtype=np.int64)
     cap = max(16, hs.shape[0] * buf.shape[0] // 2)
@@ -448,7 +456,7 @@ def _arc_features(codes, table, hs, ms, long_attr, bits, allowed, spread):
 def _count_tree(codes, table, heads, long_attr, bits, counts, spread):
     n = codes.shape[1] - 3
     buf = np.empty(_n_buf(table, n), dtype=np.int64)
-    G = group_hashes(codes, table, _EMPTY_HEADS)
+    G = partial_hashes(codes, table, _EMPTY_HEADS)
     for m in range(1, n + 1):
         h = heads[m]
         if h < 0:

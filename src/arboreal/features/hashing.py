@@ -113,7 +113,7 @@ def _bucket(d):
 
 
 @njit(cache=True)
-def group_hashes(codes, tmpl, heads):
+def partial_hashes(codes, tmpl, heads):
     """Partial hashes ``G[g, t, p + 1]`` of the slots of template t anchored in group g
     (0 head, 1 modifier, 2 iterating anchor, 3 grandparent) read at position p (-1..n).
 
@@ -170,6 +170,19 @@ def group_hashes(codes, tmpl, heads):
     return G
 
 
+@njit(cache=True)
+def group_hashes(codes, tmpl, heads):
+    """:func:`partial_hashes` for callers in Python (the kernels call that one).
+
+    A separate compiled function on purpose: a cached kernel that contains
+    ``partial_hashes`` defines its environment symbol when loaded, and a later
+    Python-level call of the same function, loaded from its own cache entry, would
+    then box its returned array with that uninitialized environment (numba raises
+    "NRT_adapt_ndarray_to_python: descr is NULL").
+    """
+    return partial_hashes(codes, tmpl, heads)
+
+
 @njit(cache=True, inline="always")
 def _keyed(x, vk, shift):
     """Position of a keyed template's feature: the block of its key's hash ``vk``,
@@ -222,7 +235,7 @@ def _slot(x, k, spread):
 def arc_ids(codes, tmpl, G, h, m, heads, long_attr, bits, buf, spread=0):
     """Write the feature ids of arc (h, m) into ``buf``; return how many.
 
-    codes (A, n+3) int32; tmpl (T, 3+3*MAX_SLOTS) int64; G = group_hashes(...);
+    codes (A, n+3) int32; tmpl (T, 3+3*MAX_SLOTS) int64; G = partial_hashes(...);
     heads (n+1,) int (read only by templates anchored on the grandparent, children or
     siblings; may be empty otherwise); long_attr: attribute row of the "word longer
     than 5 characters" flag (or -1); weights have 2**bits entries. ``buf`` must hold
@@ -385,7 +398,7 @@ def arc_scores_kernel(codes, tmpl, w, long_attr, bits, spread=0):
       kept, so an arc costs O(#distinct classes between) instead of O(distance).
     """
     n = codes.shape[1] - 3
-    G = group_hashes(codes, tmpl, np.zeros(0, dtype=np.int64))
+    G = partial_hashes(codes, tmpl, np.zeros(0, dtype=np.int64))
     shift = np.uint64(64 - bits)
     out = np.zeros((n + 1, n + 1))
     plain_t, cond_t, loop_t, cls, rep = _sweep_setup(codes, tmpl, G, long_attr)
@@ -487,7 +500,7 @@ def accumulate_dense_kernel(codes, tmpl, coef, out, scale, long_attr, bits, allo
     """
     n = codes.shape[1] - 3
     T = tmpl.shape[0]
-    G = group_hashes(codes, tmpl, np.zeros(0, dtype=np.int64))
+    G = partial_hashes(codes, tmpl, np.zeros(0, dtype=np.int64))
     shift = np.uint64(64 - bits)
     use_mask = allowed.shape[0] > 0
     plain_t, cond_t, loop_t, cls, rep = _sweep_setup(codes, tmpl, G, long_attr)

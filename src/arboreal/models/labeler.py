@@ -21,7 +21,7 @@ import numpy as np
 from numba import njit
 
 from arboreal.features.first_order import ATTR_INDEX, LONG
-from arboreal.features.hashing import arc_ids, compile_templates, group_hashes
+from arboreal.features.hashing import arc_ids, compile_templates, partial_hashes
 
 LABEL_TEMPLATES = [
     "", "m.word", "m.p5", "m.pos", "m.xpos", "m.lemma", "m.feats", "m.suf3",
@@ -109,7 +109,7 @@ def _train_sentence(codes, table, heads, gold, long_attr, bits, W, U, c):
         if table[t, 2] >= 0:
             n_loop += 1
     buf = np.empty(2 * (table.shape[0] + n_loop * (n + 2)), dtype=np.int64)
-    G = group_hashes(codes, table, heads)
+    G = partial_hashes(codes, table, heads)
     scores = np.zeros(W.shape[1])
     for m in range(1, n + 1):
         y = gold[m]
@@ -139,7 +139,7 @@ def _predict(codes, table, heads, long_attr, bits, W):
         if table[t, 2] >= 0:
             n_loop += 1
     buf = np.empty(2 * (table.shape[0] + n_loop * (n + 2)), dtype=np.int64)
-    G = group_hashes(codes, table, heads)
+    G = partial_hashes(codes, table, heads)
     scores = np.zeros(W.shape[1])
     out = np.full(n + 1, -1, dtype=np.int64)
     for m in range(1, n + 1):

@@ -105,7 +105,7 @@ class Parser:
     @classmethod
     def train(cls, train_sentences: list, dev: list | None = None, learner: str = "perceptron",
               decoder: str = "eisner", single_root: bool = True, epochs: int = 10, seed: int = 0,
-              features: str = "default", hash_bits: int = 24, feature_cutoff: int = 0,
+              features: str = "default", hash_bits: int = 23, feature_cutoff: int = 0,
               label_epochs: int | None = None, label_bits: int = 18,
               progress: Callable | None = None, log: Callable[[EpochReport], None] | None = None,
               projectivize: bool = True, label_feature_bits: int = 16,

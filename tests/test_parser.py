@@ -119,5 +119,11 @@ def test_auto_decoder_is_chosen_and_stored(tmp_path, tiny):
     assert [h["epoch"] for h in history] == [1, 2] and all(h["dev_uas"] is not None for h in history)
     best = max(history, key=lambda h: h["dev_uas"])
     assert p.meta["best_epoch"] == best["epoch"]
+    # epoch and decoder are chosen together: the pair with the best dev UAS
+    pairs = [(h["dev_uas_by_decoder"][d], -h["epoch"], -i, d) for h in history
+             for i, d in enumerate(("eisner", "cle"))]
+    assert all(set(h["dev_uas_by_decoder"]) == {"eisner", "cle"} for h in history)
+    assert all(h["dev_uas"] == max(h["dev_uas_by_decoder"].values()) for h in history)
+    assert p.decoder == max(pairs)[3]
     p.save(tmp_path / "a.npz")
     assert Parser.load(tmp_path / "a.npz").decoder == p.decoder

@@ -116,8 +116,9 @@ class Parser:
         learner: a name in ``arboreal.learn.LEARNERS`` (perceptron, mira, kbest-mira,
             factored-mira, ...); ``learner_options`` go to its constructor.
         decoder: "eisner" (projective), "cle" (non-projective) or "auto" (train
-            non-projectively, then pick Eisner or CLE decoding by dev UAS; without dev,
-            CLE if the training data has non-projective trees, else Eisner).
+            non-projectively; every epoch is scored on dev with both decoders and the
+            best epoch and decoder are kept together; without dev, CLE if the training
+            data has non-projective trees, else Eisner).
         features: "default" or "mcdonald"; hash_bits: 2**hash_bits weights;
         feature_cutoff: keep features seen >= K times in gold training trees.
         progress(iterable, epoch) wraps each epoch's iteration (progress bar);
@@ -184,15 +185,29 @@ class Parser:
             cpu_seconds = time.process_time() - clock[1]
             uas = las = None
             is_best = False
+            by_decoder: dict[str, float] = {}
             if dev_enc is not None:
                 parser._set_weights(w)
-                ph, pl = parser._predict_encoded(dev_enc)
-                uas, las = attachment_scores(dev, ph, pl)
-                if uas > best["uas"]:
-                    best.update(uas=uas, weights=w.astype(np.float32), epoch=epoch)
-                    is_best = True
-            history.append({"epoch": epoch, "seconds": round(seconds, 3),
-                            "cpu_seconds": round(cpu_seconds, 3), "dev_uas": uas, "dev_las": las})
+                # decoder "auto" (Koo et al. 2007 §6.2): the test-time decoder is a
+                # meta-parameter like the epoch, so each epoch is scored on dev with both
+                # and the best (epoch, decoder) pair is kept
+                for d in (("eisner", "cle") if decoder == "auto" else (train_decoder,)):
+                    parser.decoder = d
+                    ph, pl = parser._predict_encoded(dev_enc)
+                    d_uas, d_las = attachment_scores(dev, ph, pl)
+                    by_decoder[d] = d_uas
+                    if uas is None or d_uas > uas:
+                        uas, las = d_uas, d_las
+                    if d_uas > best["uas"]:
+                        best.update(uas=d_uas, weights=w.astype(np.float32), epoch=epoch,
+                                    decoder=d)
+                        is_best = True
+                parser.decoder = train_decoder
+            entry = {"epoch": epoch, "seconds": round(seconds, 3),
+                     "cpu_seconds": round(cpu_seconds, 3), "dev_uas": uas, "dev_las": las}
+            if decoder == "auto" and by_decoder:
+                entry["dev_uas_by_decoder"] = by_decoder
+            history.append(entry)
             if log is not None:
                 log(EpochReport(epoch, seconds, uas, las, is_best))
             clock[0], clock[1] = time.perf_counter(), time.process_time()
@@ -214,12 +229,8 @@ class Parser:
 
         chosen = train_decoder
         if decoder == "auto":
-            if dev_enc is not None:
-                scores = {}
-                for d in ("eisner", "cle"):
-                    parser.decoder = d
-                    scores[d] = attachment_scores(dev, parser._decode_all(dev_enc))[0]
-                chosen = "eisner" if scores["eisner"] >= scores["cle"] else "cle"
+            if best["weights"] is not None:
+                chosen = best["decoder"]
             else:
                 chosen = "eisner" if all(_is_projective(h) for h in heads) else "cle"
         parser.decoder = chosen

@@ -68,8 +68,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--feature-cutoff", type=_nonneg, default=0, metavar="K",
                    help="only features seen >= K times in gold training trees (default 0: all)")
     p.add_argument("--hash-bits", type=_positive, default=23, metavar="B",
-                   help="2**B hashed feature weights (default 23: 32 MB of float32; as "
-                        "accurate on EWT dev as 2**24, and faster)")
+                   help="2**B hashed feature weights (default 23: 32 MB of float32, "
+                        "faster than 24; on EWT dev 0.2 UAS below it, about the noise "
+                        "between seeds)")
     p.add_argument("--order", type=int, choices=(1, 2, 3), default=1,
                    help="factorization order: 1 (arcs), 2 or 3 (higher-order parts)")
     p.add_argument("--parts", nargs="+", default=None, metavar="PART",

@@ -57,7 +57,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--decoder", choices=("eisner", "cle", "auto"), default="eisner",
                    help="eisner: projective (default); cle: non-projective Chu-Liu-Edmonds "
                         "(with --order 2: projective tree + hill-climbing); "
-                        "auto: train non-projectively, pick the decoder on dev")
+                        "auto: train non-projectively, pick epoch and decoder together on dev")
     p.add_argument("--multi-root", action="store_true",
                    help="allow several words attached to the root")
     p.add_argument("--epochs", type=_positive, default=10, help="training epochs (default 10)")

@@ -2,8 +2,8 @@
 
 Design (speed and memory): a sentence is encoded once into a small int32 matrix of
 token codes (:class:`EncodedSentence`, attributes x positions), computed for the whole
-corpus at a time: one dictionary pass per column, then array indexing (the only
-per-token Python work is that pass, ~0.1 us a token).
+corpus at a time: one dictionary pass per column, then array indexing (that pass is
+the only per-token Python work).
 The ids of the features of an arc are never stored: a numba kernel recomputes them by
 hashing small tuples of codes into ``2**bits`` buckets each time the arc is scored or
 updated, so memory is O(corpus words) and scoring a sentence costs
@@ -92,7 +92,7 @@ def default_templates() -> list[str]:
         # either group alone: 86.92 each) they raised the averaged perceptron's best dev
         # UAS on EWT from 86.88 to 87.46 (seed 1: 86.87 to 87.29), 2^24 weights, appended
         # after the bias template; in this order, with 2^23 weights: 87.01
-        # (runs/fo_exp/s4_*.log; seeds and template order move dev UAS by ~0.2)
+        # (benchmarks/feature_variants.py; seeds and template order move dev UAS by ~0.2)
         "h-2.pos h-1.pos h.pos m.pos", "h.pos m.pos m+1.pos m+2.pos",
         "h.pos h+1.pos h+2.pos m.pos", "h.pos m-2.pos m-1.pos m.pos",
         "h.pos m.pos m+1.word", "h.pos m.pos m-1.word",
@@ -199,8 +199,8 @@ class FeatureSet:
             return np.concatenate(parts).astype(object)
 
         def uniq(col: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-            # a dict in first-seen order: hashing strings is ~20x faster than the
-            # comparison sort of np.unique on an object array
+            # a dict in first-seen order: hashing the strings is several times faster
+            # than np.unique's comparison sort of an object array
             index: dict = {}
             inv = np.fromiter((index.setdefault(x, len(index)) for x in col.tolist()),
                               dtype=np.int64, count=col.size)

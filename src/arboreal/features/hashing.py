@@ -17,8 +17,8 @@ template with ``h.word`` and ``m.word``) can share one block per pair of values,
 its own rotation (``key_attrs`` of :func:`compile_templates`): word pairs are the rare,
 cache-missing features, and one miss then serves the whole family.
 
-Templates are data: an int64 table ``(T, 3 + 3 * MAX_SLOTS)`` with rows
-``[n_slots, cond, loop_anchor, attr_1, anchor_1, offset_1, ...]``, interpreted by the
+Templates are data: an int64 table ``(T, KEY_COL + 1)`` with rows
+``[n_slots, cond, loop_anchor, attr_1, anchor_1, offset_1, ..., key]``, interpreted by the
 numba kernel :func:`arc_ids` below and, independently, by the pure-Python
 :func:`reference_arc_ids` (used by the tests as the slow reference).
 
@@ -112,6 +112,16 @@ def _bucket(d):
     return d - 1
 
 
+@njit(cache=True, inline="always")
+def _in_group(tmpl, t, s, grp, key):
+    """Slot s of template t is hashed into group grp: 0 head, 1 modifier, 2 iterating
+    anchor, 3 grandparent; 4 / 5 the head / modifier slots of its shared-block key."""
+    anchor = tmpl[t, 4 + 3 * s]
+    if grp >= 4:
+        return (key >> s) & 1 == 1 and anchor == grp - 4
+    return (anchor if anchor < 2 else (3 if anchor == 3 else 2)) == grp
+
+
 @njit(cache=True)
 def partial_hashes(codes, tmpl, heads):
     """Partial hashes ``G[g, t, p + 1]`` of the slots of template t anchored in group g
@@ -141,25 +151,15 @@ def partial_hashes(codes, tmpl, heads):
                 seed = _mix(np.uint64(0x84222325CBF29CE4), (key >> MAX_SLOTS) * 8 + grp)
             reads = False
             for s in range(ns):
-                anchor = tmpl[t, 4 + 3 * s]
-                if grp >= 4:
-                    reads = reads or ((key >> s) & 1 == 1 and anchor == grp - 4)
-                else:
-                    reads = reads or (anchor if anchor < 2 else (3 if anchor == 3 else 2)) == grp
+                reads = reads or _in_group(tmpl, t, s, grp, key)
             if not reads:   # the template reads nothing in this group: one constant
                 G[grp, t, :] = _fmix(seed)
                 continue
             for p in range(-1, n + 1):
                 hv = seed
                 for s in range(ns):
-                    anchor = tmpl[t, 4 + 3 * s]
-                    if grp >= 4:
-                        if (key >> s) & 1 == 0 or anchor != grp - 4:
-                            continue
-                    else:
-                        ag = anchor if anchor < 2 else (3 if anchor == 3 else 2)
-                        if ag != grp:
-                            continue
+                    if not _in_group(tmpl, t, s, grp, key):
+                        continue
                     q = p + tmpl[t, 5 + 3 * s]
                     if q < -1:
                         q = -1
@@ -226,7 +226,7 @@ def _slot(x, k, spread):
     on all of them; ``spread = 0`` is the unrotated layout of older model files.
     """
     # unsigned arithmetic throughout: an unsigned index needs no negative-index
-    # wrap-around test in the gather (measured ~25% of an in-cache gather's cost)
+    # wrap-around test in the gather
     r = x & _LOW if spread else _ZERO
     return (x & _HIGH) + ((r + np.uint64(k)) & _LOW)
 
@@ -235,7 +235,7 @@ def _slot(x, k, spread):
 def arc_ids(codes, tmpl, G, h, m, heads, long_attr, bits, buf, spread=0):
     """Write the feature ids of arc (h, m) into ``buf``; return how many.
 
-    codes (A, n+3) int32; tmpl (T, 3+3*MAX_SLOTS) int64; G = partial_hashes(...);
+    codes (A, n+3) int32; tmpl (T, KEY_COL+1) int64; G = partial_hashes(...);
     heads (n+1,) int (read only by templates anchored on the grandparent, children or
     siblings; may be empty otherwise); long_attr: attribute row of the "word longer
     than 5 characters" flag (or -1); weights have 2**bits entries. ``buf`` must hold
@@ -438,14 +438,11 @@ def arc_scores_kernel(codes, tmpl, w, long_attr, bits, spread=0):
                 keyed = tmpl[t, KEY_COL] != 0
                 hk = G[4, t, h + 1]
                 if cond == 0 or ((cond & 1) != 0 and hlong):
-                    if keyed:
-                        for m in range(1, n + 1):
-                            x = _keyed(_pos(hx ^ G[1, t, m + 1], shift), hk ^ G[5, t, m + 1], shift)
-                            row[m] += w[_slot(x, 0, spread)] + w[_slot(x, ddrow[m], spread)]
-                    else:
-                        for m in range(1, n + 1):
-                            x = _pos(hx ^ G[1, t, m + 1], shift)
-                            row[m] += w[_slot(x, 0, spread)] + w[_slot(x, ddrow[m], spread)]
+                    for m in range(1, n + 1):
+                        x = _pos(hx ^ G[1, t, m + 1], shift)
+                        if keyed:
+                            x = _keyed(x, hk ^ G[5, t, m + 1], shift)
+                        row[m] += w[_slot(x, 0, spread)] + w[_slot(x, ddrow[m], spread)]
                 elif (cond & 2) != 0:
                     for m in range(1, n + 1):
                         if islong[m]:

@@ -197,12 +197,12 @@ class Parser:
                     d_uas, d_las = attachment_scores(dev, ph, pl)
                     by_decoder[d] = d_uas
                     if uas is None or d_uas > uas:
-                        uas, las = d_uas, d_las
-                    if d_uas > best["uas"]:
-                        best.update(uas=d_uas, weights=w.astype(np.float32), epoch=epoch,
-                                    decoder=d)
-                        is_best = True
+                        uas, las, chosen_here = d_uas, d_las, d
                 parser.decoder = train_decoder
+                if uas > best["uas"]:
+                    best.update(uas=uas, weights=w.astype(np.float32), epoch=epoch,
+                                decoder=chosen_here)
+                    is_best = True
             entry = {"epoch": epoch, "seconds": round(seconds, 3),
                      "cpu_seconds": round(cpu_seconds, 3), "dev_uas": uas, "dev_las": las}
             if decoder == "auto" and by_decoder:

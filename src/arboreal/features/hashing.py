@@ -138,35 +138,40 @@ def partial_hashes(codes, tmpl, heads):
     """
     n = codes.shape[1] - 3
     T = tmpl.shape[0]
-    G = np.zeros((6, T, n + 2), dtype=np.uint64)
+    width = n + 2
+    G = np.empty((6, T, width), dtype=np.uint64)
+    hv = np.empty(width, dtype=np.uint64)
     for t in range(T):
         ns = tmpl[t, 0]
         key = tmpl[t, KEY_COL]
         for grp in range(6):
             if grp >= 4 and key == 0:
+                G[grp, t, :] = 0
                 continue
             if grp < 4:
                 seed = _mix(np.uint64(0xCBF29CE484222325), (t + 1) * 8 + grp)
             else:
                 seed = _mix(np.uint64(0x84222325CBF29CE4), (key >> MAX_SLOTS) * 8 + grp)
+            # slot-outer, position-inner: each pass is a tight loop over the sentence
+            # (the hash of a position mixes its slots in slot order, as before)
             reads = False
             for s in range(ns):
-                reads = reads or _in_group(tmpl, t, s, grp, key)
+                if not _in_group(tmpl, t, s, grp, key):
+                    continue
+                attr = tmpl[t, 3 + 3 * s]
+                off = tmpl[t, 5 + 3 * s]
+                if not reads:
+                    hv[:] = seed
+                    reads = True
+                for j in range(width):
+                    q = j + off          # codes column of position j - 1 + off
+                    q = 0 if q < 0 else (width if q > width else q)
+                    hv[j] = _mix(hv[j], codes[attr, q])
             if not reads:   # the template reads nothing in this group: one constant
                 G[grp, t, :] = _fmix(seed)
                 continue
-            for p in range(-1, n + 1):
-                hv = seed
-                for s in range(ns):
-                    if not _in_group(tmpl, t, s, grp, key):
-                        continue
-                    q = p + tmpl[t, 5 + 3 * s]
-                    if q < -1:
-                        q = -1
-                    elif q > n + 1:
-                        q = n + 1
-                    hv = _mix(hv, codes[tmpl[t, 3 + 3 * s], q + 1])
-                G[grp, t, p + 1] = _fmix(hv)
+            for j in range(width):
+                G[grp, t, j] = _fmix(hv[j])
     return G
 
 

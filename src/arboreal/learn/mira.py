@@ -181,6 +181,57 @@ def _tree_constraints(gold, trees, scores):
 
 
 @njit(cache=True)
+def _single_apply(offsets, ids, con_ptr, con_arc, con_coef, b, C, w, u, c, keys, kcol, shift):
+    """:func:`_solve_apply` for one constraint in closed form, with the same arithmetic:
+    the constraint's count of each distinct id (hash table ``keys`` -> ``kcol``, left
+    all -1 on return), ``||a||^2`` their sum of squares, ``alpha = min(C, max(0, b /
+    ||a||^2))``, then ``w[f] += alpha a[f]`` and ``u[f] += c alpha a[f]``. O(#ids);
+    no per-arc lists or Gram matrix."""
+    na = offsets.shape[0] - 1
+    mask = keys.shape[0] - 1
+    sign = np.zeros(na)
+    for p in range(con_ptr[0], con_ptr[1]):
+        sign[con_arc[p]] += con_coef[p]
+    col_feat = np.empty(ids.shape[0], dtype=np.int64)
+    col_slot = np.empty(ids.shape[0], dtype=np.int64)
+    count = np.empty(ids.shape[0])
+    ncol = 0
+    for a in range(na):
+        sa = sign[a]
+        if sa == 0.0:
+            continue
+        for q in range(offsets[a], offsets[a + 1]):
+            f = ids[q]
+            slot = ((f * -7046029254386353131) >> (64 - shift)) & mask
+            while keys[slot] != -1 and keys[slot] != f:
+                slot = (slot + 1) & mask
+            if keys[slot] == -1:
+                keys[slot] = f
+                kcol[slot] = ncol
+                col_feat[ncol] = f
+                col_slot[ncol] = slot
+                count[ncol] = 0.0
+                ncol += 1
+            count[kcol[slot]] += sa
+    norm = 0.0
+    for col in range(ncol):
+        keys[col_slot[col]] = -1
+        norm += count[col] * count[col]
+    if norm <= 0:
+        return False
+    alpha = min(C, max(0.0, b / norm))
+    if alpha == 0.0:
+        return False
+    for col in range(ncol):
+        if count[col] != 0.0:
+            d = count[col] * alpha
+            f = col_feat[col]
+            w[f] += np.float32(d)
+            u[f] += np.float32(c * d)
+    return True
+
+
+@njit(cache=True)
 def _solve_apply(offsets, ids, con_ptr, con_arc, con_coef, b, C, closed_form_single,
                  w, u, c, keys, kcol, max_iter, eps):
     """Hildreth's MIRA step for k constraints given as signed arc lists over arcs
@@ -205,6 +256,9 @@ def _solve_apply(offsets, ids, con_ptr, con_arc, con_coef, b, C, closed_form_sin
     shift = 0
     while (1 << shift) < T:
         shift += 1
+    if closed_form_single and k == 1:
+        return _single_apply(offsets, ids, con_ptr, con_arc, con_coef, b[0], C, w, u, c,
+                             keys, kcol, shift)
     # columns: the distinct ids, each with its list of (arc, count) nodes
     col_feat = np.empty(nf, dtype=np.int64)
     col_slot = np.empty(nf, dtype=np.int64)

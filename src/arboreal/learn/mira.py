@@ -180,6 +180,22 @@ def _tree_constraints(gold, trees, scores):
     return b[:k], arc_h[:na], arc_m[:na], con_ptr[:k + 1], con_arc[:p], con_coef[:p]
 
 
+@njit(cache=True, inline="always")
+def _column(keys, kcol, col_feat, col_slot, f, ncol, shift, mask):
+    """The hash-table slot of feature id f (linear probing), adding f as column ``ncol``
+    if it is new; returns ``(slot, number of columns)``."""
+    slot = ((f * -7046029254386353131) >> (64 - shift)) & mask
+    while keys[slot] != -1 and keys[slot] != f:
+        slot = (slot + 1) & mask
+    if keys[slot] == -1:
+        keys[slot] = f
+        kcol[slot] = ncol
+        col_feat[ncol] = f
+        col_slot[ncol] = slot
+        ncol += 1
+    return slot, ncol
+
+
 @njit(cache=True)
 def _single_apply(offsets, ids, con_ptr, con_arc, con_coef, b, C, w, u, c, keys, kcol, shift):
     """:func:`_solve_apply` for one constraint in closed form, with the same arithmetic:
@@ -194,24 +210,14 @@ def _single_apply(offsets, ids, con_ptr, con_arc, con_coef, b, C, w, u, c, keys,
         sign[con_arc[p]] += con_coef[p]
     col_feat = np.empty(ids.shape[0], dtype=np.int64)
     col_slot = np.empty(ids.shape[0], dtype=np.int64)
-    count = np.empty(ids.shape[0])
+    count = np.zeros(ids.shape[0])
     ncol = 0
     for a in range(na):
         sa = sign[a]
         if sa == 0.0:
             continue
         for q in range(offsets[a], offsets[a + 1]):
-            f = ids[q]
-            slot = ((f * -7046029254386353131) >> (64 - shift)) & mask
-            while keys[slot] != -1 and keys[slot] != f:
-                slot = (slot + 1) & mask
-            if keys[slot] == -1:
-                keys[slot] = f
-                kcol[slot] = ncol
-                col_feat[ncol] = f
-                col_slot[ncol] = slot
-                count[ncol] = 0.0
-                ncol += 1
+            slot, ncol = _column(keys, kcol, col_feat, col_slot, ids[q], ncol, shift, mask)
             count[kcol[slot]] += sa
     norm = 0.0
     for col in range(ncol):
@@ -262,8 +268,8 @@ def _solve_apply(offsets, ids, con_ptr, con_arc, con_coef, b, C, closed_form_sin
     # columns: the distinct ids, each with its list of (arc, count) nodes
     col_feat = np.empty(nf, dtype=np.int64)
     col_slot = np.empty(nf, dtype=np.int64)
-    col_head = np.empty(nf, dtype=np.int64)
-    col_tail = np.empty(nf, dtype=np.int64)
+    col_head = np.full(nf, -1, dtype=np.int64)
+    col_tail = np.full(nf, -1, dtype=np.int64)
     node_a = np.empty(nf, dtype=np.int64)
     node_c = np.empty(nf)
     node_next = np.empty(nf, dtype=np.int64)
@@ -271,18 +277,7 @@ def _solve_apply(offsets, ids, con_ptr, con_arc, con_coef, b, C, closed_form_sin
     nn = 0
     for a in range(na):
         for q in range(offsets[a], offsets[a + 1]):
-            f = ids[q]
-            slot = ((f * -7046029254386353131) >> (64 - shift)) & mask
-            while keys[slot] != -1 and keys[slot] != f:
-                slot = (slot + 1) & mask
-            if keys[slot] == -1:
-                keys[slot] = f
-                kcol[slot] = ncol
-                col_feat[ncol] = f
-                col_slot[ncol] = slot
-                col_head[ncol] = -1
-                col_tail[ncol] = -1
-                ncol += 1
+            slot, ncol = _column(keys, kcol, col_feat, col_slot, ids[q], ncol, shift, mask)
             col = kcol[slot]
             t = col_tail[col]
             if t >= 0 and node_a[t] == a:

@@ -54,3 +54,23 @@ def write_section(name: str, title: str, command: str, body: str) -> None:
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text)
     os.replace(tmp, DOC)
+
+
+def memory_probe(repeats: int = 3) -> float:
+    """Seconds (fastest of ``repeats``) for a fixed memory-bound workload: 2**24 random
+    float32 gathers from a 2**23-entry (32 MB) table, the access pattern of feature
+    scoring. The VM's speed drifts by up to 2x within an hour; a figure printed beside
+    this probe can be compared with another taken at a different time."""
+    import time
+
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    table = rng.random(1 << 23, dtype=np.float32)
+    idx = rng.integers(0, 1 << 23, size=1 << 24)
+    best = float("inf")
+    for _ in range(repeats):
+        t = time.perf_counter()
+        float(table[idx].sum())
+        best = min(best, time.perf_counter() - t)
+    return best

@@ -92,6 +92,9 @@ def time_parse(model: Path, out: Path, repeats: int = 1) -> dict:
     test = UD / "en_ewt-ud-test.conllu"
     with open(test, encoding="utf-8") as f:
         first = f.read().split("\n\n", 1)[0] + "\n\n"
+    from _report import memory_probe
+
+    probe = memory_probe()
     with tempfile.TemporaryDirectory() as tmp:
         one = Path(tmp) / "one.conllu"
         one.write_text(first, encoding="utf-8")
@@ -102,6 +105,7 @@ def time_parse(model: Path, out: Path, repeats: int = 1) -> dict:
                                         str(Path(tmp) / "one.out.conllu")])["wall"])
     best = min(runs, key=lambda r: r["wall"])
     best["startup_wall"] = min(startup)
+    best["probe"] = probe
     return best
 
 
@@ -160,7 +164,8 @@ def table(results: list[dict]) -> str:
 def startup_table(results: list[dict]) -> str:
     """Parse time split into the fixed start-up (a one-sentence parse) and the rest."""
     rows = ["| configuration | parse wall s | start-up wall s (one-sentence parse) | "
-            "words/s (whole command) | words/s after start-up |", "|---|---:|---:|---:|---:|"]
+            "words/s (whole command) | words/s after start-up | memory probe s |",
+            "|---|---:|---:|---:|---:|---:|"]
     for r in results:
         p = r["parse"]
         if "startup_wall" not in p:
@@ -168,7 +173,8 @@ def startup_table(results: list[dict]) -> str:
         rest = p["wall"] - p["startup_wall"]
         rows.append(f"| {r['name']} | {p['wall']:.2f} | {p['startup_wall']:.2f} | "
                     f"{r['words'] / p['wall']:.0f} | "
-                    f"{r['words'] / rest if rest > 0 else float('nan'):.0f} |")
+                    f"{r['words'] / rest if rest > 0 else float('nan'):.0f} | "
+                    f"{p.get('probe', float('nan')):.2f} |")
     return "\n".join(rows) if len(rows) > 2 else ""
 
 
@@ -246,7 +252,10 @@ def main(argv: list[str] | None = None) -> int:
         + table(results) + "\n\n"
         + (("Parse time split: the same command on the test set's first sentence alone "
             "measures the fixed start-up (interpreter, imports, numba's cache, model load); "
-            "what remains is the cost of parsing the 25k words (fastest runs, interleaved).\n\n"
+            "what remains is the cost of parsing the 25k words (fastest runs, interleaved). "
+            "`memory probe`: a fixed memory-bound workload timed before the runs "
+            "(benchmarks/_report.py), to compare rows timed at different moments of the "
+            "VM's drifting speed.\n\n"
             + startup_table(results) + "\n\n") if startup_table(results) else "")
         + "MSTParser 0.5 on the same files (order 1, projective, k-best MIRA, 10 iterations, "
         "from issue 4): UAS 85.41, LAS 82.04, root 88.69, complete 53.59; 126 s per "

@@ -28,6 +28,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from _report import memory_probe  # noqa: E402
 from first_order import CONFIGS, UD, timed  # noqa: E402
 
 DEFAULT = ["mcdonald-eisner-kbest-mira", "default-eisner-perceptron", "default-eisner-mira",
@@ -50,24 +51,29 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--configs", nargs="+", choices=sorted(CONFIGS), default=DEFAULT)
     ap.add_argument("--epochs", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run the configurations this many times, interleaved (one row each)")
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
     for v in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[v] = "1"
     rows = ["| configuration | epoch wall s (mean, min) | epoch CPU s (mean, min) | "
             "reading + features s | label classifier s | whole command wall s | "
-            "whole command CPU s | peak RSS MiB | load (1 min) |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+            "whole command CPU s | peak RSS MiB | load (1 min) | memory probe s |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     with tempfile.TemporaryDirectory() as tmp:
-        for name in args.configs:
-            r = run(name, args.epochs, Path(tmp))
-            c = r["command"]
-            rows.append(
-                f"| {name} | {np.mean(r['epoch_wall']):.1f}, {min(r['epoch_wall']):.1f} | "
-                f"{np.mean(r['epoch_cpu']):.1f}, {min(r['epoch_cpu']):.1f} | "
-                f"{r['seconds']['features']:.1f} | {r['seconds']['labels']:.1f} | "
-                f"{c['wall']:.0f} | {c['cpu']:.0f} | {c['rss_mib']:.0f} | {c['load']:.1f} |")
-            print(rows[-1], flush=True)
+        for _ in range(args.rounds):
+            for name in args.configs:
+                probe = memory_probe()
+                r = run(name, args.epochs, Path(tmp))
+                c = r["command"]
+                rows.append(
+                    f"| {name} | {np.mean(r['epoch_wall']):.1f}, {min(r['epoch_wall']):.1f} | "
+                    f"{np.mean(r['epoch_cpu']):.1f}, {min(r['epoch_cpu']):.1f} | "
+                    f"{r['seconds']['features']:.1f} | {r['seconds']['labels']:.1f} | "
+                    f"{c['wall']:.0f} | {c['cpu']:.0f} | {c['rss_mib']:.0f} | {c['load']:.1f} | "
+                    f"{probe:.2f} |")
+                print(rows[-1], flush=True)
     body = (
         f"EWT train (12,544 sentences, 204,577 words), {args.epochs} epochs, no dev set; "
         "hash size and features as in benchmarks/first_order.py (the CLI default, 2^23 weights). An epoch = "
@@ -77,14 +83,17 @@ def main(argv: list[str] | None = None) -> int:
         "`label classifier`: the second-stage labeler's training (5 epochs, once). The "
         "machine has 2 cores; `load` is the 1-minute load average during the command (above "
         "1 means other jobs shared the machine, which slows this memory-bound work even in "
-        "CPU time). Bar (issue 4): an epoch <= 12 s; 10 epochs with feature extraction "
+        "CPU time). `memory probe`: a fixed workload timed just before the command (2^24 "
+        "random float32 gathers from a 32 MB table, benchmarks/_report.py); the VM's speed "
+        "drifts by up to 2x within an hour, and rows with a similar probe ran at a similar "
+        "speed. Bar (issue 4): an epoch <= 12 s; 10 epochs with feature extraction "
         "<= 3 min.\n\n" + "\n".join(rows) + "\n")
     print(body)
     if not args.no_write:
         from _report import write_section
 
         cmd = "python benchmarks/train_speed.py --configs " + " ".join(args.configs) + (
-            f" --epochs {args.epochs}")
+            f" --epochs {args.epochs}") + (f" --rounds {args.rounds}" if args.rounds > 1 else "")
         write_section("train_speed", "First-order training speed on English-EWT (one core)",
                       cmd, body)
     return 0

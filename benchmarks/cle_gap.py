@@ -110,7 +110,8 @@ def main(argv: list[str] | None = None) -> int:
         from _report import write_section
 
         cmd = ("python benchmarks/cle_gap.py --learners " + " ".join(args.learners)
-               + " --seeds " + " ".join(map(str, args.seeds)) + f" --jobs {args.jobs}")
+               + " --seeds " + " ".join(map(str, args.seeds)) + f" --jobs {args.jobs}"
+               + (" --results-dir DIR" if args.results_dir is not None else ""))
         write_section("cle_gap", "Non-projective vs projective training over seeds", cmd, body)
     if tmp is not None:
         tmp.cleanup()

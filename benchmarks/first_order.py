@@ -83,29 +83,42 @@ def count_words(path: Path) -> int:
 
 
 def time_parse(model: Path, out: Path, repeats: int = 1) -> dict:
-    """The whole `arboreal parse` command on EWT test; the fastest of ``repeats`` runs.
+    """The whole `arboreal parse` command on EWT test; the fastest of ``repeats`` runs
+    (see :func:`time_parses`)."""
+    return time_parses({"m": (model, out)}, repeats)["m"]
 
-    Also times the same command on EWT test's first sentence alone (fastest of
-    ``repeats``, runs interleaved with the full ones): the fixed start-up cost
-    (interpreter, imports, numba's cache, model load), as ``startup_wall``."""
+
+def time_parses(models: dict[str, tuple[Path, Path]], repeats: int = 1) -> dict[str, dict]:
+    """Time the whole `arboreal parse` command on EWT test for every (model, output) of
+    ``models``, in ``repeats`` round-robin rounds (so the VM's drifting speed affects
+    every model alike); the fastest run of each.
+
+    Each full run is followed by the same command on EWT test's first sentence alone:
+    the fixed start-up cost (interpreter, imports, numba's cache, model load), kept as
+    ``startup_wall`` (fastest). ``probe``: :func:`_report.memory_probe` before the rounds.
+    """
+    from _report import memory_probe
+
     exe = [sys.executable, "-m", "arboreal"]
     test = UD / "en_ewt-ud-test.conllu"
     with open(test, encoding="utf-8") as f:
         first = f.read().split("\n\n", 1)[0] + "\n\n"
-    from _report import memory_probe
-
     probe = memory_probe()
+    runs: dict[str, list] = {name: [] for name in models}
+    startup: dict[str, list] = {name: [] for name in models}
     with tempfile.TemporaryDirectory() as tmp:
         one = Path(tmp) / "one.conllu"
         one.write_text(first, encoding="utf-8")
-        runs, startup = [], []
         for _ in range(repeats):
-            runs.append(timed(exe + ["parse", str(model), str(test), "-o", str(out)]))
-            startup.append(timed(exe + ["parse", str(model), str(one), "-o",
-                                        str(Path(tmp) / "one.out.conllu")])["wall"])
-    best = min(runs, key=lambda r: r["wall"])
-    best["startup_wall"] = min(startup)
-    best["probe"] = probe
+            for name, (model, out) in models.items():
+                runs[name].append(timed(exe + ["parse", str(model), str(test), "-o", str(out)]))
+                startup[name].append(timed(exe + ["parse", str(model), str(one), "-o",
+                                                  str(Path(tmp) / "one.out.conllu")])["wall"])
+    best = {}
+    for name in models:
+        best[name] = min(runs[name], key=lambda r: r["wall"])
+        best[name]["startup_wall"] = min(startup[name])
+        best[name]["probe"] = probe
     return best
 
 
@@ -206,18 +219,27 @@ def main(argv: list[str] | None = None) -> int:
         if args.results_dir is not None:  # keep the models, so parsing can be re-timed
             workdir = args.results_dir / "models"
             workdir.mkdir(parents=True, exist_ok=True)
+        retimed: dict[str, dict] = {}
+        if args.retime_parse and args.results_dir is not None:
+            # every kept model re-timed in the same round-robin rounds
+            kept = {name: (workdir / f"{name}.npz", workdir / f"{name}.conllu")
+                    for name in args.configs
+                    if (args.results_dir / f"{name}.json").exists()
+                    and (workdir / f"{name}.npz").exists()}
+            if args.resave:  # same weights, the current model-file encoding
+                from arboreal.models import load_model
+                for model, _ in kept.values():
+                    load_model(model).save(model)
+            retimed = time_parses(kept, args.retime_parse)
         for name in args.configs:
             cached = args.results_dir / f"{name}.json" if args.results_dir else None
             if cached is not None and cached.exists():
                 r = json.loads(cached.read_text())
                 model = workdir / f"{name}.npz"
-                if args.retime_parse and model.exists():
-                    if args.resave:  # same weights, the current model-file encoding
-                        from arboreal.models import load_model
-                        load_model(model).save(model)
-                        r["model_mib"] = model.stat().st_size / 2**20
+                if name in retimed:
                     out = workdir / f"{name}.conllu"
-                    r["parse"] = time_parse(model, out, args.retime_parse)
+                    r["model_mib"] = model.stat().st_size / 2**20
+                    r["parse"] = retimed[name]
                     r["parse"]["retimed"] = args.retime_parse
                     r["scores_at_retime"] = evaluate_output(out)
                     if r["scores_at_retime"]["uas"] != r["scores"]["uas"]:
@@ -252,7 +274,8 @@ def main(argv: list[str] | None = None) -> int:
         + table(results) + "\n\n"
         + (("Parse time split: the same command on the test set's first sentence alone "
             "measures the fixed start-up (interpreter, imports, numba's cache, model load); "
-            "what remains is the cost of parsing the 25k words (fastest runs, interleaved). "
+            "what remains is the cost of parsing the 25k words (fastest runs; every model's "
+            "runs interleaved round-robin with the others'). "
             "`memory probe`: a fixed memory-bound workload timed before the runs "
             "(benchmarks/_report.py), to compare rows timed at different moments of the "
             "VM's drifting speed.\n\n"

@@ -232,3 +232,32 @@ def test_perceptron_update_kernel_equals_two_accumulates(corpus, cutoff):
             fs.accumulate(enc, coef, u2, 7.0)
         assert np.array_equal(w1, w2) and np.array_equal(u1, u2)
         assert w1.any() == (coef is not None)
+
+
+@pytest.mark.parametrize("cutoff", [0, 2])
+@pytest.mark.parametrize("name", ["mcdonald", "default", "wide"])
+def test_batch_kernels_equal_the_per_sentence_ones(corpus, name, cutoff):
+    """A packed batch (sentences of different lengths, one without words) is scored to
+    the bit as sentence by sentence, and its accumulate equals the per-sentence one."""
+    fs = FeatureSet(WIDE if name == "wide" else name, bits=14, cutoff=cutoff).fit(corpus)
+    empty = make_sentence([], [])
+    sents = list(corpus) + [empty] + list(corpus[:2])
+    encs = fs.encode(sents)
+    packed = fs.pack(encs)
+    rng = np.random.default_rng(5)
+    w = rng.standard_normal(fs.dim).astype(np.float32)
+    S = fs.arc_scores_batch(packed, w)
+    N = max(e.n for e in encs)
+    assert S.shape == (len(encs), N + 1, N + 1)
+    coef = np.zeros_like(S)
+    expected = np.zeros(fs.dim)
+    for b, enc in enumerate(encs):
+        n = enc.n
+        np.testing.assert_array_equal(S[b, : n + 1, : n + 1], fs.arc_scores(enc, w))
+        assert not S[b, n + 1:].any() and not S[b, :, n + 1:].any()
+        coef[b, : n + 1, : n + 1] = rng.standard_normal((n + 1, n + 1))
+        fs.accumulate_dense(enc, coef[b, : n + 1, : n + 1], expected, 0.5)
+    got = np.zeros(fs.dim)
+    fs.accumulate_dense_batch(packed, coef, got, 0.5)
+    np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
+    assert got.any()

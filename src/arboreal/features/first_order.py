@@ -35,7 +35,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
-from arboreal.features.hashing import (accumulate_dense_kernel, arc_ids, arc_scores_kernel,
+from arboreal.features.hashing import (accumulate_dense_batch_kernel, accumulate_dense_kernel,
+                                       arc_ids, arc_scores_batch_kernel, arc_scores_kernel,
                                        compile_templates, partial_hashes)
 
 ATTRS = ("word", "p5", "pos", "xpos", "lemma", "feats", "suf3", "long")
@@ -120,6 +121,30 @@ class EncodedSentence:
     @property
     def n(self) -> int:
         return self.codes.shape[1] - 3
+
+
+@dataclass
+class PackedSentences:
+    """Encoded sentences side by side: sentence b's codes are
+    ``flat[:, starts[b]:starts[b+1]]``; ``lengths`` (B,) their word counts."""
+
+    flat: np.ndarray
+    starts: np.ndarray
+    lengths: np.ndarray
+
+    @classmethod
+    def of(cls, encoded: list[EncodedSentence]) -> "PackedSentences":
+        widths = np.array([e.codes.shape[1] for e in encoded], dtype=np.int64)
+        starts = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum(widths, out=starts[1:])
+        flat = (np.ascontiguousarray(np.concatenate([e.codes for e in encoded], axis=1))
+                if encoded else np.zeros((len(ATTRS), 0), dtype=np.int32))
+        return cls(flat, starts, widths - 3)
+
+    def sentences(self) -> list[EncodedSentence]:
+        """The packed sentences as :class:`EncodedSentence` views."""
+        return [EncodedSentence(self.flat[:, self.starts[b]:self.starts[b + 1]])
+                for b in range(self.lengths.size)]
 
 
 _DIGIT_TABLE = str.maketrans("0123456789", "0000000000")
@@ -317,6 +342,37 @@ class FeatureSet:
         _accumulate_head_diff(enc.codes, self.table, np.asarray(gold, dtype=np.int64),
                               np.asarray(pred, dtype=np.int64), w, u, float(c), LONG,
                               self.bits, self._mask_arg(), self.spread)
+
+    def pack(self, encoded: list[EncodedSentence]) -> "PackedSentences":
+        """A batch of encoded sentences in one array, for the ``*_batch`` methods."""
+        return PackedSentences.of(encoded)
+
+    def arc_scores_batch(self, packed: "PackedSentences", weights: np.ndarray) -> np.ndarray:
+        """Padded arc scores (B, N+1, N+1) float64 of a packed batch (N = longest);
+        ``[b, :n+1, :n+1]`` equals :meth:`arc_scores` of sentence b exactly, the rest is 0.
+
+        Faster than one call per sentence: templates over both words of an arc are
+        scored template by template over the whole batch, so the weights each touches
+        stay in cache (see :func:`~arboreal.features.hashing.arc_scores_batch_kernel`).
+        """
+        N = int(packed.lengths.max()) if packed.lengths.size else 0
+        out = np.zeros((packed.lengths.size, N + 1, N + 1))
+        arc_scores_batch_kernel(packed.flat, packed.starts, self.table, weights, LONG,
+                                self.bits, self.spread, out)
+        return out
+
+    def accumulate_dense_batch(self, packed: "PackedSentences", coef: np.ndarray,
+                               out: np.ndarray, scale: float = 1.0) -> None:
+        """:meth:`accumulate_dense` for a packed batch: coef (B, N'+1, N'+1) padded with
+        N' >= the longest sentence; ``out`` float64 (other dtypes: one sentence at a time)."""
+        if out.dtype != np.float64:
+            for b, enc in enumerate(packed.sentences()):
+                self.accumulate(enc, coef[b, : enc.n + 1, : enc.n + 1], out, scale)
+            return
+        accumulate_dense_batch_kernel(packed.flat, packed.starts, self.table,
+                                      np.ascontiguousarray(coef, dtype=np.float64), out,
+                                      float(scale), LONG, self.bits, self._mask_arg(),
+                                      self.spread)
 
     def accumulate_dense(self, enc: EncodedSentence, coef: np.ndarray, out: np.ndarray,
                          scale: float = 1.0) -> None:

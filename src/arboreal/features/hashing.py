@@ -138,41 +138,48 @@ def partial_hashes(codes, tmpl, heads):
     """
     n = codes.shape[1] - 3
     T = tmpl.shape[0]
-    width = n + 2
-    G = np.empty((6, T, width), dtype=np.uint64)
-    hv = np.empty(width, dtype=np.uint64)
+    G = np.empty((6, T, n + 2), dtype=np.uint64)
+    hv = np.empty(n + 2, dtype=np.uint64)
     for t in range(T):
-        ns = tmpl[t, 0]
-        key = tmpl[t, KEY_COL]
-        for grp in range(6):
-            if grp >= 4 and key == 0:
-                G[grp, t, :] = 0
-                continue
-            if grp < 4:
-                seed = _mix(np.uint64(0xCBF29CE484222325), (t + 1) * 8 + grp)
-            else:
-                seed = _mix(np.uint64(0x84222325CBF29CE4), (key >> MAX_SLOTS) * 8 + grp)
-            # slot-outer, position-inner: each pass is a tight loop over the sentence
-            # (the hash of a position mixes its slots in slot order, as before)
-            reads = False
-            for s in range(ns):
-                if not _in_group(tmpl, t, s, grp, key):
-                    continue
-                attr = tmpl[t, 3 + 3 * s]
-                off = tmpl[t, 5 + 3 * s]
-                if not reads:
-                    hv[:] = seed
-                    reads = True
-                for j in range(width):
-                    q = j + off          # codes column of position j - 1 + off
-                    q = 0 if q < 0 else (width if q > width else q)
-                    hv[j] = _mix(hv[j], codes[attr, q])
-            if not reads:   # the template reads nothing in this group: one constant
-                G[grp, t, :] = _fmix(seed)
-                continue
-            for j in range(width):
-                G[grp, t, j] = _fmix(hv[j])
+        _template_hashes(codes, tmpl, t, G[:, t, :], hv)
     return G
+
+
+@njit(cache=True, inline="always")
+def _template_hashes(codes, tmpl, t, Gt, hv):
+    """Template t's rows of :func:`partial_hashes`: ``Gt[g, p + 1]`` (Gt (6, >= n+2),
+    hv a scratch vector of >= n+2). O(n * slots)."""
+    width = codes.shape[1] - 1
+    ns = tmpl[t, 0]
+    key = tmpl[t, KEY_COL]
+    for grp in range(6):
+        if grp >= 4 and key == 0:
+            Gt[grp, :width] = 0
+            continue
+        if grp < 4:
+            seed = _mix(np.uint64(0xCBF29CE484222325), (t + 1) * 8 + grp)
+        else:
+            seed = _mix(np.uint64(0x84222325CBF29CE4), (key >> MAX_SLOTS) * 8 + grp)
+        # slot-outer, position-inner: each pass is a tight loop over the sentence
+        # (the hash of a position mixes its slots in slot order)
+        reads = False
+        for s in range(ns):
+            if not _in_group(tmpl, t, s, grp, key):
+                continue
+            attr = tmpl[t, 3 + 3 * s]
+            off = tmpl[t, 5 + 3 * s]
+            if not reads:
+                hv[:width] = seed
+                reads = True
+            for j in range(width):
+                q = j + off          # codes column of position j - 1 + off
+                q = 0 if q < 0 else (width if q > width else q)
+                hv[j] = _mix(hv[j], codes[attr, q])
+        if not reads:   # the template reads nothing in this group: one constant
+            Gt[grp, :width] = _fmix(seed)
+            continue
+        for j in range(width):
+            Gt[grp, j] = _fmix(hv[j])
 
 
 @njit(cache=True)
@@ -401,11 +408,120 @@ def arc_scores_kernel(codes, tmpl, w, long_attr, bits, spread=0):
     * iterating (between) templates are summed by class: for a fixed head the
       modifier sweeps outwards while counts of the distinct between-word hashes are
       kept, so an arc costs O(#distinct classes between) instead of O(distance).
+
+    :func:`arc_scores_batch_kernel` computes the same scores for many sentences.
     """
     n = codes.shape[1] - 3
     G = partial_hashes(codes, tmpl, np.zeros(0, dtype=np.int64))
     shift = np.uint64(64 - bits)
     out = np.zeros((n + 1, n + 1))
+    two = _two_sided(tmpl)
+    ddrow = np.zeros(n + 1, dtype=np.int64)
+    row = np.zeros(n + 1)
+    islong = _long_flags(codes, long_attr, n)
+    for h in range(n + 1):
+        for m in range(1, n + 1):
+            ddrow[m] = _dd(h, m) if m != h else 0
+            row[m] = 0.0
+        for t in two:
+            _two_sided_row(tmpl, t, G[:, t, :], w, long_attr, islong, h, n, shift, spread,
+                           ddrow, row)
+        for m in range(1, n + 1):
+            if m != h:
+                out[h, m] = row[m]
+    _finish_scores(codes, tmpl, G, w, long_attr, shift, spread, out)
+    return out
+
+
+@njit(cache=True)
+def arc_scores_batch_kernel(flat, starts, tmpl, w, long_attr, bits, spread, out):
+    """:func:`arc_scores_kernel` for a batch of sentences, same results to the bit:
+    sentence b's token codes are ``flat[:, starts[b]:starts[b+1]]`` and its scores go
+    to ``out[b, :n+1, :n+1]`` (out (B, N+1, N+1) float64, zero on entry).
+
+    The two-sided templates run template-outer over the whole batch: the weights one
+    template touches in a batch (far fewer than the table, for templates over tags)
+    then stay in cache while its arcs are scored, where one sentence at a time
+    cycles through every template's share of the table. Per arc the templates are
+    still summed in table order, so the scores equal the per-sentence kernel's.
+    """
+    B = starts.shape[0] - 1
+    shift = np.uint64(64 - bits)
+    two = _two_sided(tmpl)
+    width = 0
+    for b in range(B):
+        width = max(width, starts[b + 1] - starts[b] - 1)
+    Gt = np.empty((6, width), dtype=np.uint64)
+    hv = np.empty(width, dtype=np.uint64)
+    ddrow = np.zeros(width, dtype=np.int64)
+    row = np.zeros(width)
+    for t in two:
+        for b in range(B):
+            codes = flat[:, starts[b]:starts[b + 1]]
+            n = codes.shape[1] - 3
+            _template_hashes(codes, tmpl, t, Gt, hv)
+            islong = _long_flags(codes, long_attr, n)
+            ob = out[b]
+            for h in range(n + 1):
+                for m in range(1, n + 1):
+                    ddrow[m] = _dd(h, m) if m != h else 0
+                    row[m] = ob[h, m]
+                _two_sided_row(tmpl, t, Gt, w, long_attr, islong, h, n, shift, spread, ddrow,
+                               row)
+                for m in range(1, n + 1):
+                    if m != h:
+                        ob[h, m] = row[m]
+    for b in range(B):
+        codes = flat[:, starts[b]:starts[b + 1]]
+        G = partial_hashes(codes, tmpl, np.zeros(0, dtype=np.int64))
+        _finish_scores(codes, tmpl, G, w, long_attr, shift, spread, out[b])
+
+
+@njit(cache=True)
+def _two_sided(tmpl):
+    """Indices of the non-iterating templates that read both the head and the modifier
+    side (in table order): the ones scored per arc."""
+    nplain = 0
+    for t in range(tmpl.shape[0]):
+        if tmpl[t, 2] < 0:
+            nplain += 1
+    plain_t = np.empty(nplain, dtype=np.int64)
+    i = 0
+    for t in range(tmpl.shape[0]):
+        if tmpl[t, 2] < 0:
+            plain_t[i] = t
+            i += 1
+    return plain_t[_plain_sides(tmpl, plain_t) == 0]
+
+
+@njit(cache=True, inline="always")
+def _two_sided_row(tmpl, t, Gt, w, long_attr, islong, h, n, shift, spread, ddrow, row):
+    """``row[m] += w(plain) + w(direction, distance)`` of two-sided template t on every
+    arc (h, m) where it fires; Gt = template t's partial hashes (6, n+2)."""
+    cond = tmpl[t, 1] if long_attr >= 0 else 0
+    hx = Gt[0, h + 1] ^ Gt[3, 0] ^ Gt[2, 0]
+    keyed = tmpl[t, KEY_COL] != 0
+    hk = Gt[4, h + 1]
+    if cond == 0 or ((cond & 1) != 0 and islong[h]):
+        for m in range(1, n + 1):
+            x = _pos(hx ^ Gt[1, m + 1], shift)
+            if keyed:
+                x = _keyed(x, hk ^ Gt[5, m + 1], shift)
+            row[m] += w[_slot(x, 0, spread)] + w[_slot(x, ddrow[m], spread)]
+    elif (cond & 2) != 0:
+        for m in range(1, n + 1):
+            if islong[m]:
+                x = _pos(hx ^ Gt[1, m + 1], shift)
+                if keyed:
+                    x = _keyed(x, hk ^ Gt[5, m + 1], shift)
+                row[m] += w[_slot(x, 0, spread)] + w[_slot(x, ddrow[m], spread)]
+
+
+@njit(cache=True)
+def _finish_scores(codes, tmpl, G, w, long_attr, shift, spread, out):
+    """Add the one-sided and the iterating (between) templates to ``out`` (n+1, n+1),
+    which holds the two-sided templates' sums (see :func:`arc_scores_kernel`)."""
+    n = codes.shape[1] - 3
     plain_t, cond_t, loop_t, cls, rep = _sweep_setup(codes, tmpl, G, long_attr)
     side = _plain_sides(tmpl, plain_t)
     islong = _long_flags(codes, long_attr, n)
@@ -421,47 +537,22 @@ def arc_scores_kernel(codes, tmpl, w, long_attr, bits, spread=0):
                 x = _pos(hx ^ G[1, t, m + 1], shift)
                 for k in range(BLOCK - 1):
                     msum[m, k] += w[_slot(x, k, spread)]
-    ddrow = np.zeros(n + 1, dtype=np.int64)
-    row = np.zeros(n + 1)
     hsum = np.zeros(BLOCK)
     for h in range(n + 1):
-        for m in range(1, n + 1):
-            ddrow[m] = _dd(h, m) if m != h else 0
-            row[m] = 0.0
         hsum[:] = 0.0
-        hlong = islong[h]
         for i in range(plain_t.shape[0]):
-            t = plain_t[i]
-            cond = cond_t[i]
-            hx = G[0, t, h + 1] ^ G[3, t, 0] ^ G[2, t, 0]
-            if side[i] == 1:
-                if _fires_at(cond, hlong, False):
-                    x = _pos(hx ^ G[1, t, 0], shift)
-                    for k in range(BLOCK - 1):
-                        hsum[k] += w[_slot(x, k, spread)]
-            elif side[i] == 0:
-                keyed = tmpl[t, KEY_COL] != 0
-                hk = G[4, t, h + 1]
-                if cond == 0 or ((cond & 1) != 0 and hlong):
-                    for m in range(1, n + 1):
-                        x = _pos(hx ^ G[1, t, m + 1], shift)
-                        if keyed:
-                            x = _keyed(x, hk ^ G[5, t, m + 1], shift)
-                        row[m] += w[_slot(x, 0, spread)] + w[_slot(x, ddrow[m], spread)]
-                elif (cond & 2) != 0:
-                    for m in range(1, n + 1):
-                        if islong[m]:
-                            x = _pos(hx ^ G[1, t, m + 1], shift)
-                            if keyed:
-                                x = _keyed(x, hk ^ G[5, t, m + 1], shift)
-                            row[m] += w[_slot(x, 0, spread)] + w[_slot(x, ddrow[m], spread)]
+            if side[i] == 1 and _fires_at(cond_t[i], islong[h], False):
+                t = plain_t[i]
+                x = _pos(G[0, t, h + 1] ^ G[3, t, 0] ^ G[2, t, 0] ^ G[1, t, 0], shift)
+                for k in range(BLOCK - 1):
+                    hsum[k] += w[_slot(x, k, spread)]
         for m in range(1, n + 1):
             if m != h:
-                d = ddrow[m]
-                out[h, m] = row[m] + hsum[0] + hsum[d] + msum[m, 0] + msum[m, d]
+                d = _dd(h, m)
+                out[h, m] = out[h, m] + hsum[0] + hsum[d] + msum[m, 0] + msum[m, d]
     nloop = loop_t.shape[0]
     if nloop == 0:
-        return out
+        return
     cnt = np.zeros((nloop, n + 2), dtype=np.int64)
     active = np.empty((nloop, n + 2), dtype=np.int64)
     nact = np.zeros(nloop, dtype=np.int64)
@@ -483,7 +574,6 @@ def arc_scores_kernel(codes, tmpl, w, long_attr, bits, spread=0):
                 out[h, m] += s
                 _sweep_push(cls, cnt, active, nact, m)
                 m += step
-    return out
 
 
 @njit(cache=True)
@@ -500,12 +590,82 @@ def accumulate_dense_kernel(codes, tmpl, coef, out, scale, long_attr, bits, allo
     of coef are ignored. Buckets masked by the cut-off (``allowed`` non-empty and
     False there) are skipped.
     """
-    n = codes.shape[1] - 3
-    T = tmpl.shape[0]
     G = partial_hashes(codes, tmpl, np.zeros(0, dtype=np.int64))
+    _accumulate_arcs(codes, tmpl, G, coef, out, scale, long_attr, np.uint64(64 - bits),
+                     allowed, spread, True)
+
+
+@njit(cache=True)
+def accumulate_dense_batch_kernel(flat, starts, tmpl, coef, out, scale, long_attr, bits,
+                                  allowed, spread):
+    """:func:`accumulate_dense_kernel` for a batch of sentences: sentence b's token codes
+    are ``flat[:, starts[b]:starts[b+1]]``, its coefficients ``coef[b, :n+1, :n+1]``
+    (coef (B, N+1, N+1)). As in :func:`arc_scores_batch_kernel`, the two-sided
+    templates run template-outer over the batch, so the part of ``out`` one template
+    updates stays in cache; the other templates go sentence by sentence. Equal to the
+    per-sentence kernel up to the order of floating-point additions into ``out``.
+    """
+    B = starts.shape[0] - 1
     shift = np.uint64(64 - bits)
     use_mask = allowed.shape[0] > 0
+    two = _two_sided(tmpl)
+    width = 0
+    for b in range(B):
+        width = max(width, starts[b + 1] - starts[b] - 1)
+    Gt = np.empty((6, width), dtype=np.uint64)
+    hv = np.empty(width, dtype=np.uint64)
+    for t in two:
+        cond0 = tmpl[t, 1] if long_attr >= 0 else 0
+        keyed = tmpl[t, KEY_COL] != 0
+        for b in range(B):
+            codes = flat[:, starts[b]:starts[b + 1]]
+            n = codes.shape[1] - 3
+            _template_hashes(codes, tmpl, t, Gt, hv)
+            cb = coef[b]
+            for h in range(n + 1):
+                hx = Gt[0, h + 1] ^ Gt[3, 0] ^ Gt[2, 0]
+                hk = Gt[4, h + 1]
+                hlong = long_attr >= 0 and codes[long_attr, h + 1] != 0
+                for m in range(1, n + 1):
+                    if m == h:
+                        continue
+                    v = scale * cb[h, m]
+                    if v == 0.0:
+                        continue
+                    if cond0 != 0:
+                        mlong = codes[long_attr, m + 1] != 0
+                        if not (((cond0 & 1) and hlong) or ((cond0 & 2) and mlong)):
+                            continue
+                    x = _pos(hx ^ Gt[1, m + 1], shift)
+                    if keyed:
+                        x = _keyed(x, hk ^ Gt[5, m + 1], shift)
+                    f0 = _slot(x, 0, spread)
+                    f1 = _slot(x, _dd(h, m), spread)
+                    if use_mask:
+                        if allowed[f0]:
+                            out[f0] += v
+                        if allowed[f1]:
+                            out[f1] += v
+                    else:
+                        out[f0] += v
+                        out[f1] += v
+    for b in range(B):
+        codes = flat[:, starts[b]:starts[b + 1]]
+        G = partial_hashes(codes, tmpl, np.zeros(0, dtype=np.int64))
+        _accumulate_arcs(codes, tmpl, G, coef[b], out, scale, long_attr, shift, allowed,
+                         spread, False)
+
+
+@njit(cache=True)
+def _accumulate_arcs(codes, tmpl, G, coef, out, scale, long_attr, shift, allowed, spread,
+                     with_two_sided):
+    """The arc-outer body of :func:`accumulate_dense_kernel` (two-sided templates
+    skipped unless ``with_two_sided``)."""
+    n = codes.shape[1] - 3
+    T = tmpl.shape[0]
+    use_mask = allowed.shape[0] > 0
     plain_t, cond_t, loop_t, cls, rep = _sweep_setup(codes, tmpl, G, long_attr)
+    side = _plain_sides(tmpl, plain_t)
     nloop = loop_t.shape[0]
     cnt = np.zeros((nloop, n + 2), dtype=np.int64)
     active = np.empty((nloop, n + 2), dtype=np.int64)
@@ -525,6 +685,8 @@ def accumulate_dense_kernel(codes, tmpl, coef, out, scale, long_attr, bits, allo
                     dd = _dd(h, m)
                     mlong = long_attr >= 0 and codes[long_attr, m + 1] != 0
                     for i in range(plain_t.shape[0]):
+                        if side[i] == 0 and not with_two_sided:
+                            continue
                         cond = cond_t[i]
                         if cond != 0:
                             if not (((cond & 1) and hlong) or ((cond & 2) and mlong)):

@@ -125,10 +125,24 @@ class ScoredBuckets:
         self.heads = [np.asarray(h, dtype=np.int64) for h in data.heads]
         self.lengths = np.array([len(h) - 1 for h in self.heads], dtype=np.int64)
         self.buckets = [b for b in length_buckets(self.lengths, growth) if self.lengths[b].max() > 0]
+        # feature sets with batch kernels (arboreal's FeatureSet) score and accumulate a
+        # bucket in one call; its sentences are packed once, on first use
+        self._batched = hasattr(self.features, "arc_scores_batch")
+        self._packed: dict[bytes, object] = {}
+
+    def _pack(self, bucket: np.ndarray):
+        key = np.asarray(bucket, dtype=np.int64).tobytes()
+        packed = self._packed.get(key)
+        if packed is None:
+            packed = self.features.pack([self.encoded[i] for i in bucket])
+            self._packed[key] = packed
+        return packed
 
     def scores(self, bucket: np.ndarray, w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Padded arc scores (B, N+1, N+1) float64 and lengths (B,) of one bucket."""
         lengths = self.lengths[bucket]
+        if self._batched:
+            return self.features.arc_scores_batch(self._pack(bucket), w), lengths
         N = int(lengths.max())
         S = np.zeros((len(bucket), N + 1, N + 1))
         for b, i in enumerate(bucket):
@@ -147,6 +161,9 @@ class ScoredBuckets:
     def accumulate(self, bucket: np.ndarray, coef: np.ndarray, out: np.ndarray,
                    scale: float) -> None:
         """``out += scale * sum_b sum_{h,m} coef[b, h, m] f(x_b, h, m)``."""
+        if self._batched:
+            self.features.accumulate_dense_batch(self._pack(bucket), coef, out, scale)
+            return
         for b, i in enumerate(bucket):
             n = self.lengths[i]
             accumulate_dense(self.features, self.encoded[i], coef[b, : n + 1, : n + 1], out, scale)

@@ -293,11 +293,8 @@ class Parser:
         nonempty = np.flatnonzero(lengths > 0)
         for part in length_buckets(lengths[nonempty]):
             bucket = nonempty[part]
-            N = int(lengths[bucket].max())
-            S = np.zeros((len(bucket), N + 1, N + 1))
-            for b, i in enumerate(bucket):
-                n = lengths[i]
-                S[b, : n + 1, : n + 1] = self.features.arc_scores(encoded[i], self.weights)
+            S = self.features.arc_scores_batch(self.features.pack([encoded[i] for i in bucket]),
+                                               self.weights)
             heads = decode(S, projective, self.single_root, lengths[bucket])
             for b, i in enumerate(bucket):
                 out[i] = heads[b, : lengths[i] + 1].copy()

@@ -59,8 +59,8 @@ def write_section(name: str, title: str, command: str, body: str) -> None:
 def memory_probe(repeats: int = 3) -> float:
     """Seconds (fastest of ``repeats``) for a fixed memory-bound workload: 2**24 random
     float32 gathers from a 2**23-entry (32 MB) table, the access pattern of feature
-    scoring. The VM's speed drifts by up to 2x within an hour; a figure printed beside
-    this probe can be compared with another taken at a different time."""
+    scoring, printed beside timings for reference. (The VM's speed drifts by up to 2x
+    within an hour; on 2026-11-22 this probe did not track that drift.)"""
     import time
 
     import numpy as np

@@ -277,8 +277,8 @@ def main(argv: list[str] | None = None) -> int:
             "what remains is the cost of parsing the 25k words (fastest runs; every model's "
             "runs interleaved round-robin with the others'). "
             "`memory probe`: a fixed memory-bound workload timed before the runs "
-            "(benchmarks/_report.py), to compare rows timed at different moments of the "
-            "VM's drifting speed.\n\n"
+            "(benchmarks/_report.py), recorded for reference; it has not tracked the VM's "
+            "drifting speed so far.\n\n"
             + startup_table(results) + "\n\n") if startup_table(results) else "")
         + "MSTParser 0.5 on the same files (order 1, projective, k-best MIRA, 10 iterations, "
         "from issue 4): UAS 85.41, LAS 82.04, root 88.69, complete 53.59; 126 s per "

@@ -85,8 +85,8 @@ def main(argv: list[str] | None = None) -> int:
         "1 means other jobs shared the machine, which slows this memory-bound work even in "
         "CPU time). `memory probe`: a fixed workload timed just before the command (2^24 "
         "random float32 gathers from a 32 MB table, benchmarks/_report.py); the VM's speed "
-        "drifts by up to 2x within an hour, and rows with a similar probe ran at a similar "
-        "speed. Bar (issue 4): an epoch <= 12 s; 10 epochs with feature extraction "
+        "drifts by up to 2x within an hour; the probe is recorded for reference but has not "
+        "tracked that drift so far (rows with the same probe differ by a third). Bar (issue 4): an epoch <= 12 s; 10 epochs with feature extraction "
         "<= 3 min.\n\n" + "\n".join(rows) + "\n")
     print(body)
     if not args.no_write:

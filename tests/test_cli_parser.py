@@ -92,3 +92,46 @@ def test_errors_exit_2_without_traceback(small_files, trained, argv, capsys):
     assert rc == 2
     err = capsys.readouterr().err
     assert "error" in err and "Traceback" not in err
+
+
+def test_parse_streams_in_batches_with_the_same_result(small_files, trained, monkeypatch):
+    """parse_iter (what `arboreal parse` runs) gives the parses of one big call, in
+    order, whatever the batch size; the CLI writes them in batches too."""
+    import arboreal.io.conllu as conllu
+    from arboreal.io.conllu import format_conllu, iter_conllu, read_conllu
+    from arboreal.models import load_model, parse_iter
+
+    model = load_model(trained)
+    sents = read_conllu(small_files / "dev.conllu")
+    whole = format_conllu(model.parse(sents))
+    for batch_size in (1, 3, 7, 1000):
+        streamed = parse_iter(model, iter_conllu(small_files / "dev.conllu"), batch_size)
+        assert format_conllu(streamed) == whole
+    with pytest.raises(ValueError):
+        list(parse_iter(model, sents, 0))
+    monkeypatch.setattr(conllu, "_WRITE_BATCH", 4)
+    out = small_files / "streamed.conllu"
+    assert main(["parse", str(trained), str(small_files / "dev.conllu"), "-o", str(out)]) == 0
+    assert out.read_text(encoding="utf-8") == whole
+
+
+def test_parse_error_late_in_the_input_leaves_no_output(small_files, trained, monkeypatch,
+                                                        capsys):
+    """An input error after some batches were parsed: exit 2 with the line, and the
+    output file is not created (nor an existing one touched)."""
+    import arboreal.io.conllu as conllu
+
+    monkeypatch.setattr(conllu, "_WRITE_BATCH", 2)
+    good = (small_files / "dev.conllu").read_text(encoding="utf-8")
+    bad_input = small_files / "late_error.conllu"
+    bad_input.write_text(good + "1\tword\t_\tNOUN\t_\t_\tx\tdep\t_\t_\n\n", encoding="utf-8")
+    out = small_files / "never.conllu"
+    assert main(["parse", str(trained), str(bad_input), "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    bad_line = good.count("\n") + 1
+    assert f"late_error.conllu:{bad_line}:" in err and "Traceback" not in err
+    assert not out.exists()
+    assert not list(small_files.glob(".never.conllu.*"))
+    out.write_text("old\n")
+    assert main(["parse", str(trained), str(bad_input), "-o", str(out)]) == 2
+    assert out.read_text() == "old\n"

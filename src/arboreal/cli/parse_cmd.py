@@ -7,7 +7,9 @@ def add_parser(subparsers) -> None:
         "parse", help="parse CoNLL-U input with a trained model",
         description="Fill HEAD and DEPREL of every word; every other column, comment, "
                     "multiword token and empty node is kept. Reads standard input and writes "
-                    "standard output when no file is given; HEAD may be '_' in the input.")
+                    "standard output when no file is given; HEAD may be '_' in the input. "
+                    "The input is streamed (a batch of sentences at a time), so memory does "
+                    "not grow with the corpus; an output file is written atomically.")
     p.add_argument("model", metavar="MODEL", help="model file written by 'arboreal train'")
     p.add_argument("input", metavar="INPUT.conllu", nargs="?", default="-",
                    help="input file (default: standard input)")
@@ -17,10 +19,12 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from arboreal.io.conllu import read_conllu, write_conllu
-    from arboreal.models import load_model
+    from arboreal.io.conllu import iter_conllu, write_conllu
+    from arboreal.models import load_model, parse_iter
 
     model = load_model(args.model)
-    sentences = read_conllu(args.input, allow_missing_heads=True)
-    write_conllu(model.parse(sentences), args.output)
+    # streamed: read, parse and write a batch of sentences at a time, so a corpus of
+    # any size parses in bounded memory (an output file still appears only complete)
+    sentences = iter_conllu(args.input, allow_missing_heads=True)
+    write_conllu(parse_iter(model, sentences), args.output)
     return 0

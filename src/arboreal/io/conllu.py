@@ -47,6 +47,7 @@ import io
 import os
 import sys
 from collections.abc import Iterable, Iterator
+from itertools import islice
 from operator import attrgetter
 from typing import IO, Union
 
@@ -71,6 +72,8 @@ _HEAD_MISSING, _HEAD_BAD, _HEAD_NONE = -2, -3, -4
 _MAX_DIGITS = 9
 
 _CHUNK_BYTES = 8 << 20
+#: sentences formatted and written at a time by :func:`write_conllu`
+_WRITE_BATCH = 4096
 
 
 # ----------------------------------------------------------------------------
@@ -773,28 +776,47 @@ def write_conllu(sentences: Iterable[Sentence], path_or_file: PathOrFile) -> Non
     ``path_or_file``: a path (written atomically: a temporary file in the same
     folder, then renamed over the target), ``"-"`` for standard output, or an
     open file (binary or text). Heads of -1 are written as ``_``.
+
+    ``sentences`` may be any iterable, a generator included: it is formatted and
+    written :data:`_WRITE_BATCH` sentences at a time, so streaming a corpus through
+    (:func:`iter_conllu`, :func:`arboreal.models.parse_iter`) needs memory for one
+    batch only. If the iterable raises, a path is left as it was (the temporary file
+    is removed); standard output or an open file keeps the batches already written.
     """
-    text = format_conllu(sentences)
+    def texts() -> Iterator[str]:
+        it = iter(sentences)
+        while True:
+            batch = list(islice(it, _WRITE_BATCH))
+            if not batch:
+                return
+            yield format_conllu(batch)
+
     if isinstance(path_or_file, (str, os.PathLike)):
         if str(path_or_file) == "-":
             sys.stdout.flush()
             out = getattr(sys.stdout, "buffer", None)
-            if out is not None:
-                out.write(text.encode("utf-8"))
-                out.flush()
-            else:
-                sys.stdout.write(text)
+            for text in texts():
+                if out is not None:
+                    out.write(text.encode("utf-8"))
+                    out.flush()
+                else:
+                    sys.stdout.write(text)
             return
-        data = text.encode("utf-8")
-        atomic_write(path_or_file, lambda f: f.write(data))
+
+        def write(f) -> None:
+            for text in texts():
+                f.write(text.encode("utf-8"))
+
+        atomic_write(path_or_file, write)
         return
-    if isinstance(path_or_file, io.TextIOBase):
-        path_or_file.write(text)
-    else:
-        try:
-            path_or_file.write(text.encode("utf-8"))
-        except TypeError:
+    for text in texts():
+        if isinstance(path_or_file, io.TextIOBase):
             path_or_file.write(text)
+        else:
+            try:
+                path_or_file.write(text.encode("utf-8"))
+            except TypeError:
+                path_or_file.write(text)
 
 
 # ----------------------------------------------------------------------------

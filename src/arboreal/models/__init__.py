@@ -8,12 +8,15 @@ demand when a file names a type not registered yet).
 from __future__ import annotations
 
 import importlib
+from itertools import islice
+from typing import Iterable, Iterator
 
 from arboreal.errors import ModelError
 from arboreal.models.parser import Parser, attachment_scores
 from arboreal.models.serialization import load_model_file
 
-__all__ = ["Parser", "load_model", "register_model_type", "MODEL_TYPES", "attachment_scores"]
+__all__ = ["Parser", "load_model", "register_model_type", "MODEL_TYPES", "attachment_scores",
+           "parse_iter"]
 
 #: model_type -> class with ``from_file_contents(path, meta, arrays)``
 MODEL_TYPES: dict[str, type] = {"first-order": Parser}
@@ -41,3 +44,18 @@ def load_model(path):
     if kind not in MODEL_TYPES:
         raise ModelError(f"{path}: unknown model type {kind!r}")
     return MODEL_TYPES[kind].from_file_contents(str(path), meta, arrays)
+
+
+def parse_iter(model, sentences: Iterable, batch_size: int = 4096) -> Iterator:
+    """Parse a stream of sentences ``batch_size`` at a time, yielding parsed copies in
+    order (``model.parse`` of each batch): with :func:`arboreal.io.iter_conllu` and
+    :func:`arboreal.io.write_conllu`, memory stays bounded by one batch however large
+    the corpus."""
+    if batch_size < 1:
+        raise ValueError("batch_size must be at least 1")
+    it = iter(sentences)
+    while True:
+        batch = list(islice(it, batch_size))
+        if not batch:
+            return
+        yield from model.parse(batch)

@@ -1,3 +1,3 @@
-from arboreal.cli import main
+from arboreal.cli import run
 
-raise SystemExit(main())
+run()

@@ -73,8 +73,8 @@ def run() -> None:
 
     Once the command is done (outputs written and closed, atexit handlers run, standard
     streams flushed) the process exits without the interpreter's final teardown of
-    every module and object: with numba's compiled code loaded that teardown takes
-    about a third of a second, longer than parsing a small file.
+    every module and object: with numba's compiled code loaded that teardown is a
+    sizeable part of a short command's run time.
     """
     status = main()
     try:

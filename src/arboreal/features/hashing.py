@@ -415,20 +415,13 @@ def arc_scores_kernel(codes, tmpl, w, long_attr, bits, spread=0):
     G = partial_hashes(codes, tmpl, np.zeros(0, dtype=np.int64))
     shift = np.uint64(64 - bits)
     out = np.zeros((n + 1, n + 1))
+    dd = _dd_table(n)
     two = _two_sided(tmpl)
-    ddrow = np.zeros(n + 1, dtype=np.int64)
-    row = np.zeros(n + 1)
-    islong = _long_flags(codes, long_attr, n)
     for h in range(n + 1):
-        for m in range(1, n + 1):
-            ddrow[m] = _dd(h, m) if m != h else 0
-            row[m] = 0.0
         for t in two:
-            _two_sided_row(tmpl, t, G[:, t, :], w, long_attr, islong, h, n, shift, spread,
-                           ddrow, row)
-        for m in range(1, n + 1):
-            if m != h:
-                out[h, m] = row[m]
+            _two_sided_row(codes, tmpl, t, G[:, t, :], w, long_attr, h, n, shift, spread,
+                           dd[h], out[h])
+        out[h, h] = 0.0
     _finish_scores(codes, tmpl, G, w, long_attr, shift, spread, out)
     return out
 
@@ -447,32 +440,25 @@ def arc_scores_batch_kernel(flat, starts, tmpl, w, long_attr, bits, spread, out)
     """
     B = starts.shape[0] - 1
     shift = np.uint64(64 - bits)
-    two = _two_sided(tmpl)
     width = 0
     for b in range(B):
         width = max(width, starts[b + 1] - starts[b] - 1)
     Gt = np.empty((6, width), dtype=np.uint64)
     hv = np.empty(width, dtype=np.uint64)
-    ddrow = np.zeros(width, dtype=np.int64)
-    row = np.zeros(width)
-    for t in two:
+    dd = _dd_table(max(width - 2, 0))
+    for t in _two_sided(tmpl):
         for b in range(B):
             codes = flat[:, starts[b]:starts[b + 1]]
             n = codes.shape[1] - 3
             _template_hashes(codes, tmpl, t, Gt, hv)
-            islong = _long_flags(codes, long_attr, n)
-            ob = out[b]
             for h in range(n + 1):
-                for m in range(1, n + 1):
-                    ddrow[m] = _dd(h, m) if m != h else 0
-                    row[m] = ob[h, m]
-                _two_sided_row(tmpl, t, Gt, w, long_attr, islong, h, n, shift, spread, ddrow,
-                               row)
-                for m in range(1, n + 1):
-                    if m != h:
-                        ob[h, m] = row[m]
+                _two_sided_row(codes, tmpl, t, Gt, w, long_attr, h, n, shift, spread, dd[h],
+                               out[b, h])
     for b in range(B):
         codes = flat[:, starts[b]:starts[b + 1]]
+        n = codes.shape[1] - 3
+        for h in range(n + 1):
+            out[b, h, h] = 0.0
         G = partial_hashes(codes, tmpl, np.zeros(0, dtype=np.int64))
         _finish_scores(codes, tmpl, G, w, long_attr, shift, spread, out[b])
 
@@ -481,28 +467,32 @@ def arc_scores_batch_kernel(flat, starts, tmpl, w, long_attr, bits, spread, out)
 def _two_sided(tmpl):
     """Indices of the non-iterating templates that read both the head and the modifier
     side (in table order): the ones scored per arc."""
-    nplain = 0
-    for t in range(tmpl.shape[0]):
-        if tmpl[t, 2] < 0:
-            nplain += 1
-    plain_t = np.empty(nplain, dtype=np.int64)
-    i = 0
-    for t in range(tmpl.shape[0]):
-        if tmpl[t, 2] < 0:
-            plain_t[i] = t
-            i += 1
+    plain_t = np.flatnonzero(tmpl[:, 2] < 0)
     return plain_t[_plain_sides(tmpl, plain_t) == 0]
 
 
+@njit(cache=True)
+def _dd_table(n):
+    """``dd[h, m]``: the (direction, distance) slot of arc (h, m) for h, m in 0..n
+    (0 on the diagonal), computed once per kernel call instead of once per template."""
+    dd = np.zeros((n + 1, n + 1), dtype=np.int64)
+    for h in range(n + 1):
+        for m in range(n + 1):
+            if m != h:
+                dd[h, m] = _dd(h, m)
+    return dd
+
+
 @njit(cache=True, inline="always")
-def _two_sided_row(tmpl, t, Gt, w, long_attr, islong, h, n, shift, spread, ddrow, row):
+def _two_sided_row(codes, tmpl, t, Gt, w, long_attr, h, n, shift, spread, ddrow, row):
     """``row[m] += w(plain) + w(direction, distance)`` of two-sided template t on every
-    arc (h, m) where it fires; Gt = template t's partial hashes (6, n+2)."""
+    arc (h, m), m = 1..n, where it fires (m = h included: callers zero it);
+    Gt = template t's partial hashes (6, n+2), ddrow the slots of head h."""
     cond = tmpl[t, 1] if long_attr >= 0 else 0
     hx = Gt[0, h + 1] ^ Gt[3, 0] ^ Gt[2, 0]
     keyed = tmpl[t, KEY_COL] != 0
     hk = Gt[4, h + 1]
-    if cond == 0 or ((cond & 1) != 0 and islong[h]):
+    if cond == 0 or ((cond & 1) != 0 and codes[long_attr, h + 1] != 0):
         for m in range(1, n + 1):
             x = _pos(hx ^ Gt[1, m + 1], shift)
             if keyed:
@@ -510,7 +500,7 @@ def _two_sided_row(tmpl, t, Gt, w, long_attr, islong, h, n, shift, spread, ddrow
             row[m] += w[_slot(x, 0, spread)] + w[_slot(x, ddrow[m], spread)]
     elif (cond & 2) != 0:
         for m in range(1, n + 1):
-            if islong[m]:
+            if codes[long_attr, m + 1] != 0:
                 x = _pos(hx ^ Gt[1, m + 1], shift)
                 if keyed:
                     x = _keyed(x, hk ^ Gt[5, m + 1], shift)
@@ -614,6 +604,7 @@ def accumulate_dense_batch_kernel(flat, starts, tmpl, coef, out, scale, long_att
         width = max(width, starts[b + 1] - starts[b] - 1)
     Gt = np.empty((6, width), dtype=np.uint64)
     hv = np.empty(width, dtype=np.uint64)
+    dd = _dd_table(max(width - 2, 0))
     for t in two:
         cond0 = tmpl[t, 1] if long_attr >= 0 else 0
         keyed = tmpl[t, KEY_COL] != 0
@@ -640,9 +631,9 @@ def accumulate_dense_batch_kernel(flat, starts, tmpl, coef, out, scale, long_att
                     if keyed:
                         x = _keyed(x, hk ^ Gt[5, m + 1], shift)
                     f0 = _slot(x, 0, spread)
-                    f1 = _slot(x, _dd(h, m), spread)
+                    f1 = _slot(x, dd[h, m], spread)
                     # written out as in _accumulate_arcs: an inlined helper for this
-                    # masked pair update made the kernel twice as slow (measured)
+                    # masked pair update made the kernel much slower (same-process A/B)
                     if use_mask:
                         if allowed[f0]:
                             out[f0] += v
@@ -686,6 +677,8 @@ def _accumulate_arcs(codes, tmpl, G, coef, out, scale, long_attr, shift, allowed
                 if v != 0.0:
                     dd = _dd(h, m)
                     mlong = long_attr >= 0 and codes[long_attr, m + 1] != 0
+                    # (a precomputed list of the templates to visit made this
+                    # per-sentence path slower in a same-process A/B)
                     for i in range(plain_t.shape[0]):
                         if side[i] == 0 and not with_two_sided:
                             continue

@@ -25,6 +25,7 @@ from arboreal._atomic import atomic_write
 from arboreal.errors import ModelError
 from arboreal.features.hashing import aligned_zeros
 
+
 @njit(cache=True)
 def _scatter_bitmap(bits, values, out):
     """``out[i] = next value`` for every set bit i of the big-endian bitmap ``bits``

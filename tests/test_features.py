@@ -261,3 +261,38 @@ def test_batch_kernels_equal_the_per_sentence_ones(corpus, name, cutoff):
     fs.accumulate_dense_batch(packed, coef, got, 0.5)
     np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)
     assert got.any()
+
+
+def test_prefetch_hints_change_nothing_and_never_fault():
+    """The kernels prefetch weights they are about to read or update: a hint must not
+    change any value, and must be safe for any index (hashes are not range-checked
+    before their prefetch) and for arrays of any layout."""
+    from numba import njit
+
+    from arboreal._prefetch import prefetch, prefetch_write
+
+    @njit
+    def hinted_sum(a, b, far):
+        s = 0.0
+        for i in range(a.size):
+            prefetch(a, i + far)          # far beyond the end of the array
+            prefetch_write(a, -far)       # before its start
+            prefetch(b, i)                # b strided: no flat address, no hint
+            s += a[i] + b[i]
+        return s
+
+    a = np.arange(1000, dtype=np.float64)
+    b = np.arange(4000, dtype=np.float32)[::4]
+    assert hinted_sum(a, b, 1 << 40) == float(a.sum() + b.sum())
+    W = np.arange(12.0).reshape(3, 4)
+
+    @njit
+    def hinted_rows(W, rows):
+        s = 0.0
+        for r in rows:
+            prefetch(W, r * W.shape[1])
+        for r in rows:
+            s += W[r].sum()
+        return s
+
+    assert hinted_rows(W, np.array([2, 0, 2])) == float(W[2].sum() * 2 + W[0].sum())

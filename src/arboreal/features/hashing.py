@@ -30,6 +30,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from arboreal._prefetch import prefetch, prefetch_write
+
 MAX_SLOTS = 4
 #: column of the template table holding the shared-block key (0: none)
 KEY_COL = 3 + 3 * MAX_SLOTS
@@ -403,8 +405,9 @@ def arc_scores_kernel(codes, tmpl, w, long_attr, bits, spread=0):
 
     * one-sided templates (head-only, modifier-only) gather their block of BLOCK
       weights once per word, O(n T_1 BLOCK), instead of twice per arc;
-    * two-sided templates run template-outer, modifier-inner, so consecutive
-      gathers are independent and overlap in the memory system;
+    * two-sided templates run template-outer: the positions of all the sentence's
+      arcs are hashed and prefetched first, then gathered, so many cache misses are
+      in flight at once instead of the few a hash-then-load loop keeps;
     * iterating (between) templates are summed by class: for a fixed head the
       modifier sweeps outwards while counts of the distinct between-word hashes are
       kept, so an arc costs O(#distinct classes between) instead of O(distance).
@@ -416,11 +419,13 @@ def arc_scores_kernel(codes, tmpl, w, long_attr, bits, spread=0):
     shift = np.uint64(64 - bits)
     out = np.zeros((n + 1, n + 1))
     dd = _dd_table(n)
-    two = _two_sided(tmpl)
+    xs = np.empty((n + 1, n + 1), dtype=np.uint64)
+    for t in _two_sided(tmpl):
+        Gt = G[:, t, :]
+        _two_sided_positions(codes, tmpl, t, Gt, w, long_attr, n, shift, spread, dd, xs)
+        for h in range(n + 1):
+            _two_sided_row(codes, tmpl, t, w, long_attr, h, n, spread, dd[h], out[h], xs[h])
     for h in range(n + 1):
-        for t in two:
-            _two_sided_row(codes, tmpl, t, G[:, t, :], w, long_attr, h, n, shift, spread,
-                           dd[h], out[h])
         out[h, h] = 0.0
     _finish_scores(codes, tmpl, G, w, long_attr, shift, spread, out)
     return out
@@ -446,14 +451,16 @@ def arc_scores_batch_kernel(flat, starts, tmpl, w, long_attr, bits, spread, out)
     Gt = np.empty((6, width), dtype=np.uint64)
     hv = np.empty(width, dtype=np.uint64)
     dd = _dd_table(max(width - 2, 0))
+    xs = np.empty((max(width - 1, 0), max(width - 1, 0)), dtype=np.uint64)
     for t in _two_sided(tmpl):
         for b in range(B):
             codes = flat[:, starts[b]:starts[b + 1]]
             n = codes.shape[1] - 3
             _template_hashes(codes, tmpl, t, Gt, hv)
+            _two_sided_positions(codes, tmpl, t, Gt, w, long_attr, n, shift, spread, dd, xs)
             for h in range(n + 1):
-                _two_sided_row(codes, tmpl, t, Gt, w, long_attr, h, n, shift, spread, dd[h],
-                               out[b, h])
+                _two_sided_row(codes, tmpl, t, w, long_attr, h, n, spread, dd[h], out[b, h],
+                               xs[h])
     for b in range(B):
         codes = flat[:, starts[b]:starts[b + 1]]
         n = codes.shape[1] - 3
@@ -484,26 +491,43 @@ def _dd_table(n):
 
 
 @njit(cache=True, inline="always")
-def _two_sided_row(codes, tmpl, t, Gt, w, long_attr, h, n, shift, spread, ddrow, row):
-    """``row[m] += w(plain) + w(direction, distance)`` of two-sided template t on every
-    arc (h, m), m = 1..n, where it fires (m = h included: callers zero it);
-    Gt = template t's partial hashes (6, n+2), ddrow the slots of head h."""
+def _two_sided_positions(codes, tmpl, t, Gt, w, long_attr, n, shift, spread, dd, xs):
+    """``xs[h, m]``: the block position of two-sided template t on arc (h, m),
+    h = 0..n, m = 1..n, with the two weights of the arcs where it fires prefetched
+    (one cache line in float32, often two in float64); Gt = template t's partial
+    hashes (6, n+2), dd a :func:`_dd_table` of >= n. Hashing every arc before
+    gathering any keeps many cache misses in flight (see :mod:`arboreal._prefetch`)."""
     cond = tmpl[t, 1] if long_attr >= 0 else 0
-    hx = Gt[0, h + 1] ^ Gt[3, 0] ^ Gt[2, 0]
     keyed = tmpl[t, KEY_COL] != 0
-    hk = Gt[4, h + 1]
-    if cond == 0 or ((cond & 1) != 0 and codes[long_attr, h + 1] != 0):
+    base = Gt[3, 0] ^ Gt[2, 0]
+    for h in range(n + 1):
+        hx = Gt[0, h + 1] ^ base
+        hk = Gt[4, h + 1]
+        hfires = cond == 0 or ((cond & 1) != 0 and codes[long_attr, h + 1] != 0)
         for m in range(1, n + 1):
             x = _pos(hx ^ Gt[1, m + 1], shift)
             if keyed:
                 x = _keyed(x, hk ^ Gt[5, m + 1], shift)
+            xs[h, m] = x
+            if hfires or ((cond & 2) != 0 and codes[long_attr, m + 1] != 0):
+                prefetch(w, _slot(x, 0, spread))
+                prefetch(w, _slot(x, dd[h, m], spread))
+
+
+@njit(cache=True, inline="always")
+def _two_sided_row(codes, tmpl, t, w, long_attr, h, n, spread, ddrow, row, xrow):
+    """``row[m] += w(plain) + w(direction, distance)`` of two-sided template t on every
+    arc (h, m), m = 1..n, where it fires (m = h included: callers zero it);
+    xrow = the positions of :func:`_two_sided_positions` for head h, ddrow its slots."""
+    cond = tmpl[t, 1] if long_attr >= 0 else 0
+    if cond == 0 or ((cond & 1) != 0 and codes[long_attr, h + 1] != 0):
+        for m in range(1, n + 1):
+            x = xrow[m]
             row[m] += w[_slot(x, 0, spread)] + w[_slot(x, ddrow[m], spread)]
     elif (cond & 2) != 0:
         for m in range(1, n + 1):
             if codes[long_attr, m + 1] != 0:
-                x = _pos(hx ^ Gt[1, m + 1], shift)
-                if keyed:
-                    x = _keyed(x, hk ^ Gt[5, m + 1], shift)
+                x = xrow[m]
                 row[m] += w[_slot(x, 0, spread)] + w[_slot(x, ddrow[m], spread)]
 
 
@@ -571,18 +595,22 @@ def accumulate_dense_kernel(codes, tmpl, coef, out, scale, long_attr, bits, allo
     """``out += scale * sum_{h,m} coef[h, m] f(h, m)`` for a dense coef (n+1, n+1).
 
     The exact adjoint of :func:`arc_scores_kernel` (same hashing, same template
-    conditions, same class-count sweep over in-between words; arc-outer, template-inner:
-    for scattered read-modify-writes this order was faster than the template-outer
-    order of the scoring kernel, and the mask test is written out because an inlined
-    helper there was slower), so an arc costs
-    O(T + T_between * #distinct classes between) instead of
-    O(T + T_between * distance) as with :func:`arc_ids`. Column 0 and the diagonal
-    of coef are ignored. Buckets masked by the cut-off (``allowed`` non-empty and
-    False there) are skipped.
+    conditions, same class-count sweep over in-between words; two-sided templates
+    template-outer, hashed and prefetched before they are updated; the rest
+    arc-outer), so an arc costs O(T + T_between * #distinct classes between)
+    instead of O(T + T_between * distance) as with :func:`arc_ids`. Column 0 and
+    the diagonal of coef are ignored. Buckets masked by the cut-off (``allowed``
+    non-empty and False there) are skipped.
     """
+    n = codes.shape[1] - 3
     G = partial_hashes(codes, tmpl, np.zeros(0, dtype=np.int64))
-    _accumulate_arcs(codes, tmpl, G, coef, out, scale, long_attr, np.uint64(64 - bits),
-                     allowed, spread, True)
+    shift = np.uint64(64 - bits)
+    dd = _dd_table(n)
+    xs = np.empty((n + 1, n + 1), dtype=np.uint64)
+    for t in _two_sided(tmpl):
+        _accumulate_two_sided(codes, tmpl, t, G[:, t, :], coef, out, scale, long_attr, shift,
+                              allowed, spread, dd, xs)
+    _accumulate_arcs(codes, tmpl, G, coef, out, scale, long_attr, shift, allowed, spread)
 
 
 @njit(cache=True)
@@ -597,7 +625,6 @@ def accumulate_dense_batch_kernel(flat, starts, tmpl, coef, out, scale, long_att
     """
     B = starts.shape[0] - 1
     shift = np.uint64(64 - bits)
-    use_mask = allowed.shape[0] > 0
     two = _two_sided(tmpl)
     width = 0
     for b in range(B):
@@ -605,55 +632,74 @@ def accumulate_dense_batch_kernel(flat, starts, tmpl, coef, out, scale, long_att
     Gt = np.empty((6, width), dtype=np.uint64)
     hv = np.empty(width, dtype=np.uint64)
     dd = _dd_table(max(width - 2, 0))
+    xs = np.empty((max(width - 1, 0), max(width - 1, 0)), dtype=np.uint64)
     for t in two:
-        cond0 = tmpl[t, 1] if long_attr >= 0 else 0
-        keyed = tmpl[t, KEY_COL] != 0
         for b in range(B):
             codes = flat[:, starts[b]:starts[b + 1]]
-            n = codes.shape[1] - 3
             _template_hashes(codes, tmpl, t, Gt, hv)
-            cb = coef[b]
-            for h in range(n + 1):
-                hx = Gt[0, h + 1] ^ Gt[3, 0] ^ Gt[2, 0]
-                hk = Gt[4, h + 1]
-                hlong = long_attr >= 0 and codes[long_attr, h + 1] != 0
-                for m in range(1, n + 1):
-                    if m == h:
-                        continue
-                    v = scale * cb[h, m]
-                    if v == 0.0:
-                        continue
-                    if cond0 != 0:
-                        mlong = codes[long_attr, m + 1] != 0
-                        if not (((cond0 & 1) and hlong) or ((cond0 & 2) and mlong)):
-                            continue
-                    x = _pos(hx ^ Gt[1, m + 1], shift)
-                    if keyed:
-                        x = _keyed(x, hk ^ Gt[5, m + 1], shift)
-                    f0 = _slot(x, 0, spread)
-                    f1 = _slot(x, dd[h, m], spread)
-                    # written out as in _accumulate_arcs: an inlined helper for this
-                    # masked pair update made the kernel much slower (same-process A/B)
-                    if use_mask:
-                        if allowed[f0]:
-                            out[f0] += v
-                        if allowed[f1]:
-                            out[f1] += v
-                    else:
-                        out[f0] += v
-                        out[f1] += v
+            _accumulate_two_sided(codes, tmpl, t, Gt, coef[b], out, scale, long_attr, shift,
+                                  allowed, spread, dd, xs)
     for b in range(B):
         codes = flat[:, starts[b]:starts[b + 1]]
         G = partial_hashes(codes, tmpl, np.zeros(0, dtype=np.int64))
-        _accumulate_arcs(codes, tmpl, G, coef[b], out, scale, long_attr, shift, allowed,
-                         spread, False)
+        _accumulate_arcs(codes, tmpl, G, coef[b], out, scale, long_attr, shift, allowed, spread)
+
+
+@njit(cache=True, inline="always")
+def _accumulate_two_sided(codes, tmpl, t, Gt, coef, out, scale, long_attr, shift, allowed,
+                          spread, dd, xs):
+    """``out += scale * coef[h, m]`` at two-sided template t's two weights of every arc
+    (h, m) where it fires (Gt its partial hashes, dd a :func:`_dd_table` of >= n,
+    xs scratch (>= n+1, >= n+1)). Two passes, as in scoring: hash every arc and
+    prefetch its line, then update, so the misses overlap."""
+    n = codes.shape[1] - 3
+    cond = tmpl[t, 1] if long_attr >= 0 else 0
+    keyed = tmpl[t, KEY_COL] != 0
+    use_mask = allowed.shape[0] > 0
+    base = Gt[3, 0] ^ Gt[2, 0]
+    skip = ~np.uint64(0)       # no weight position has all bits set
+    for h in range(n + 1):
+        hx = Gt[0, h + 1] ^ base
+        hk = Gt[4, h + 1]
+        hlong = long_attr >= 0 and codes[long_attr, h + 1] != 0
+        for m in range(1, n + 1):
+            xs[h, m] = skip
+            if m == h or coef[h, m] == 0.0:
+                continue
+            if cond != 0:
+                mlong = codes[long_attr, m + 1] != 0
+                if not (((cond & 1) and hlong) or ((cond & 2) and mlong)):
+                    continue
+            x = _pos(hx ^ Gt[1, m + 1], shift)
+            if keyed:
+                x = _keyed(x, hk ^ Gt[5, m + 1], shift)
+            xs[h, m] = x
+            prefetch_write(out, _slot(x, 0, spread))
+            prefetch_write(out, _slot(x, dd[h, m], spread))
+    for h in range(n + 1):
+        for m in range(1, n + 1):
+            x = xs[h, m]
+            if x == skip:
+                continue
+            v = scale * coef[h, m]
+            f0 = _slot(x, 0, spread)
+            f1 = _slot(x, dd[h, m], spread)
+            # written out as in _accumulate_arcs: an inlined helper for this masked
+            # pair update made the kernel much slower (same-process A/B)
+            if use_mask:
+                if allowed[f0]:
+                    out[f0] += v
+                if allowed[f1]:
+                    out[f1] += v
+            else:
+                out[f0] += v
+                out[f1] += v
 
 
 @njit(cache=True)
-def _accumulate_arcs(codes, tmpl, G, coef, out, scale, long_attr, shift, allowed, spread,
-                     with_two_sided):
-    """The arc-outer body of :func:`accumulate_dense_kernel` (two-sided templates
-    skipped unless ``with_two_sided``)."""
+def _accumulate_arcs(codes, tmpl, G, coef, out, scale, long_attr, shift, allowed, spread):
+    """The one-sided and iterating (between) templates of :func:`accumulate_dense_kernel`,
+    arc-outer (the two-sided ones are :func:`_accumulate_two_sided`'s)."""
     n = codes.shape[1] - 3
     T = tmpl.shape[0]
     use_mask = allowed.shape[0] > 0
@@ -677,10 +723,8 @@ def _accumulate_arcs(codes, tmpl, G, coef, out, scale, long_attr, shift, allowed
                 if v != 0.0:
                     dd = _dd(h, m)
                     mlong = long_attr >= 0 and codes[long_attr, m + 1] != 0
-                    # (a precomputed list of the templates to visit made this
-                    # per-sentence path slower in a same-process A/B)
                     for i in range(plain_t.shape[0]):
-                        if side[i] == 0 and not with_two_sided:
+                        if side[i] == 0:
                             continue
                         cond = cond_t[i]
                         if cond != 0:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from arboreal._prefetch import prefetch
 from arboreal.features.first_order import ATTR_INDEX, LONG
 from arboreal.features.hashing import arc_ids, compile_templates, partial_hashes
 
@@ -94,6 +95,14 @@ class Labeler:
 
 @njit(cache=True)
 def _scores_of(W, buf, k, scores):
+    # rows are scattered over a table of tens of MB: ask for all of their cache lines
+    # before summing any, so the misses overlap (see arboreal._prefetch)
+    L = W.shape[1]
+    for i in range(k):
+        first = buf[i] * L
+        for off in range(0, L, 16):
+            prefetch(W, first + off)
+        prefetch(W, first + L - 1)
     scores[:] = 0.0
     for i in range(k):
         row = buf[i]

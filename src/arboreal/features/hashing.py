@@ -491,27 +491,45 @@ def _dd_table(n):
 
 
 @njit(cache=True, inline="always")
-def _two_sided_positions(codes, tmpl, t, Gt, w, long_attr, n, shift, spread, dd, xs):
-    """``xs[h, m]``: the block position of two-sided template t on arc (h, m),
-    h = 0..n, m = 1..n, with the two weights of the arcs where it fires prefetched
-    (one cache line in float32, often two in float64); Gt = template t's partial
-    hashes (6, n+2), dd a :func:`_dd_table` of >= n. Hashing every arc before
-    gathering any keeps many cache misses in flight (see :mod:`arboreal._prefetch`)."""
-    cond = tmpl[t, 1] if long_attr >= 0 else 0
+def _two_sided_hashes(tmpl, t, Gt, n, shift, xs):
+    """``xs[h, m]``: the weight position (block and rotation, :func:`_pos`) of two-sided
+    template t on arc (h, m), h = 0..n, m = 1..n; Gt = its partial hashes (6, n+2).
+    Plain loops over m (no condition, no load from the table), which the compiler
+    vectorizes."""
     keyed = tmpl[t, KEY_COL] != 0
     base = Gt[3, 0] ^ Gt[2, 0]
+    g1 = Gt[1]
+    g5 = Gt[5]
     for h in range(n + 1):
         hx = Gt[0, h + 1] ^ base
-        hk = Gt[4, h + 1]
+        xr = xs[h]
+        if keyed:
+            hk = Gt[4, h + 1]
+            for m in range(1, n + 1):
+                xr[m] = _keyed(_pos(hx ^ g1[m + 1], shift), hk ^ g5[m + 1], shift)
+        else:
+            for m in range(1, n + 1):
+                xr[m] = _pos(hx ^ g1[m + 1], shift)
+
+
+@njit(cache=True, inline="always")
+def _two_sided_positions(codes, tmpl, t, Gt, w, long_attr, n, shift, spread, dd, xs):
+    """:func:`_two_sided_hashes`, then the weights of every arc where template t fires
+    prefetched: the plain and the (direction, distance) weight, one cache line in
+    float32, often two in float64; dd a :func:`_dd_table` of >= n. Hashing every arc
+    before gathering any keeps many cache misses in flight (see :mod:`arboreal._prefetch`)."""
+    _two_sided_hashes(tmpl, t, Gt, n, shift, xs)
+    cond = tmpl[t, 1] if long_attr >= 0 else 0
+    two_lines = w.itemsize > 4
+    for h in range(n + 1):
+        xr = xs[h]
+        ddr = dd[h]
         hfires = cond == 0 or ((cond & 1) != 0 and codes[long_attr, h + 1] != 0)
         for m in range(1, n + 1):
-            x = _pos(hx ^ Gt[1, m + 1], shift)
-            if keyed:
-                x = _keyed(x, hk ^ Gt[5, m + 1], shift)
-            xs[h, m] = x
             if hfires or ((cond & 2) != 0 and codes[long_attr, m + 1] != 0):
-                prefetch(w, _slot(x, 0, spread))
-                prefetch(w, _slot(x, dd[h, m], spread))
+                prefetch(w, _slot(xr[m], 0, spread))
+                if two_lines:
+                    prefetch(w, _slot(xr[m], ddr[m], spread))
 
 
 @njit(cache=True, inline="always")
@@ -654,28 +672,22 @@ def _accumulate_two_sided(codes, tmpl, t, Gt, coef, out, scale, long_attr, shift
     prefetch its line, then update, so the misses overlap."""
     n = codes.shape[1] - 3
     cond = tmpl[t, 1] if long_attr >= 0 else 0
-    keyed = tmpl[t, KEY_COL] != 0
     use_mask = allowed.shape[0] > 0
-    base = Gt[3, 0] ^ Gt[2, 0]
     skip = ~np.uint64(0)       # no weight position has all bits set
+    _two_sided_hashes(tmpl, t, Gt, n, shift, xs)
     for h in range(n + 1):
-        hx = Gt[0, h + 1] ^ base
-        hk = Gt[4, h + 1]
         hlong = long_attr >= 0 and codes[long_attr, h + 1] != 0
         for m in range(1, n + 1):
-            xs[h, m] = skip
             if m == h or coef[h, m] == 0.0:
+                xs[h, m] = skip
                 continue
             if cond != 0:
                 mlong = codes[long_attr, m + 1] != 0
                 if not (((cond & 1) and hlong) or ((cond & 2) and mlong)):
+                    xs[h, m] = skip
                     continue
-            x = _pos(hx ^ Gt[1, m + 1], shift)
-            if keyed:
-                x = _keyed(x, hk ^ Gt[5, m + 1], shift)
-            xs[h, m] = x
-            prefetch_write(out, _slot(x, 0, spread))
-            prefetch_write(out, _slot(x, dd[h, m], spread))
+            prefetch_write(out, _slot(xs[h, m], 0, spread))
+            prefetch_write(out, _slot(xs[h, m], dd[h, m], spread))
     for h in range(n + 1):
         for m in range(1, n + 1):
             x = xs[h, m]
@@ -696,24 +708,67 @@ def _accumulate_two_sided(codes, tmpl, t, Gt, coef, out, scale, long_attr, shift
                 out[f1] += v
 
 
+@njit(cache=True, inline="always")
+def _add_block(out, x, sums, spread, allowed, use_mask):
+    """``out[slot k of the block at x] += sums[k]`` for the non-zero sums, k = 0..14."""
+    for k in range(BLOCK - 1):
+        v = sums[k]
+        if v != 0.0:
+            f = _slot(x, k, spread)
+            if not use_mask or allowed[f]:
+                out[f] += v
+
+
 @njit(cache=True)
 def _accumulate_arcs(codes, tmpl, G, coef, out, scale, long_attr, shift, allowed, spread):
-    """The one-sided and iterating (between) templates of :func:`accumulate_dense_kernel`,
-    arc-outer (the two-sided ones are :func:`_accumulate_two_sided`'s)."""
+    """The one-sided and iterating (between) templates of :func:`accumulate_dense_kernel`
+    (the two-sided ones are :func:`_accumulate_two_sided`'s).
+
+    A one-sided template's block depends on one word only, so its updates are the
+    word's coefficient sums per (direction, distance) slot: O(n^2) sums, then
+    O(n T_1 BLOCK) updates instead of O(n^2 T_1). The between templates go arc by
+    arc with the class-count sweep.
+    """
     n = codes.shape[1] - 3
-    T = tmpl.shape[0]
     use_mask = allowed.shape[0] > 0
     plain_t, cond_t, loop_t, cls, rep = _sweep_setup(codes, tmpl, G, long_attr)
     side = _plain_sides(tmpl, plain_t)
+    islong = _long_flags(codes, long_attr, n)
+    # hsum[h, k] / msum[m, k]: coefficients of head h's / modifier m's arcs in slot k
+    # (k = 0: all of them; 1..14: those with that direction and distance)
+    hsum = np.zeros((n + 1, BLOCK))
+    msum = np.zeros((n + 1, BLOCK))
+    for h in range(n + 1):
+        for m in range(1, n + 1):
+            if m != h:
+                v = scale * coef[h, m]
+                if v != 0.0:
+                    k = _dd(h, m)
+                    hsum[h, 0] += v
+                    hsum[h, k] += v
+                    msum[m, 0] += v
+                    msum[m, k] += v
+    for i in range(plain_t.shape[0]):
+        t = plain_t[i]
+        if side[i] == 1:
+            hc = G[3, t, 0] ^ G[2, t, 0] ^ G[1, t, 0]
+            for h in range(n + 1):
+                if _fires_at(cond_t[i], islong[h], False):
+                    _add_block(out, _pos(G[0, t, h + 1] ^ hc, shift), hsum[h], spread,
+                               allowed, use_mask)
+        elif side[i] == 2:
+            hc = G[0, t, 0] ^ G[3, t, 0] ^ G[2, t, 0]
+            for m in range(1, n + 1):
+                if _fires_at(cond_t[i], False, islong[m]):
+                    _add_block(out, _pos(hc ^ G[1, t, m + 1], shift), msum[m], spread,
+                               allowed, use_mask)
     nloop = loop_t.shape[0]
+    if nloop == 0:
+        return
     cnt = np.zeros((nloop, n + 2), dtype=np.int64)
     active = np.empty((nloop, n + 2), dtype=np.int64)
     nact = np.zeros(nloop, dtype=np.int64)
-    hx = np.empty(T, dtype=np.uint64)
     for h in range(n + 1):
-        for t in range(T):
-            hx[t] = G[0, t, h + 1] ^ G[3, t, 0] ^ G[2, t, 0]
-        hlong = long_attr >= 0 and codes[long_attr, h + 1] != 0
         for direction in range(2):
             step = 1 if direction == 0 else -1
             m = h + step
@@ -722,28 +777,6 @@ def _accumulate_arcs(codes, tmpl, G, coef, out, scale, long_attr, shift, allowed
                 v = scale * coef[h, m]
                 if v != 0.0:
                     dd = _dd(h, m)
-                    mlong = long_attr >= 0 and codes[long_attr, m + 1] != 0
-                    for i in range(plain_t.shape[0]):
-                        if side[i] == 0:
-                            continue
-                        cond = cond_t[i]
-                        if cond != 0:
-                            if not (((cond & 1) and hlong) or ((cond & 2) and mlong)):
-                                continue
-                        t = plain_t[i]
-                        x = _pos(hx[t] ^ G[1, t, m + 1], shift)
-                        if tmpl[t, KEY_COL] != 0:
-                            x = _keyed(x, G[4, t, h + 1] ^ G[5, t, m + 1], shift)
-                        f0 = _slot(x, 0, spread)
-                        f1 = _slot(x, dd, spread)
-                        if use_mask:
-                            if allowed[f0]:
-                                out[f0] += v
-                            if allowed[f1]:
-                                out[f1] += v
-                        else:
-                            out[f0] += v
-                            out[f1] += v
                     for li in range(nloop):
                         t = loop_t[li]
                         hv0 = G[0, t, h + 1] ^ G[1, t, m + 1] ^ G[3, t, 0]

@@ -50,6 +50,11 @@ def test_inconsistent_weights_are_rejected():
     arrays["w_nz"] = arrays["w_nz"][:1]
     with pytest.raises(ValueError):
         get_weights(arrays, "w", 3)            # fewer values than set bits
+    long = {}
+    put_weights(long, "w", np.arange(1, 1001, dtype=np.float32))
+    long["w_nz"] = long["w_nz"][:-1]
+    with pytest.raises(ValueError):            # the same in a long, dense vector
+        get_weights(long, "w", 1000)
     with pytest.raises(ValueError):            # more values than set bits
         get_weights({"w_mask": np.packbits([0, 1, 0]), "w_nz": np.ones(2, np.float32)}, "w", 3)
     with pytest.raises(ValueError):            # a set bit past the vector's end

@@ -421,10 +421,8 @@ def arc_scores_kernel(codes, tmpl, w, long_attr, bits, spread=0):
     dd = _dd_table(n)
     xs = np.empty((n + 1, n + 1), dtype=np.uint64)
     for t in _two_sided(tmpl):
-        Gt = G[:, t, :]
-        _two_sided_positions(codes, tmpl, t, Gt, w, long_attr, n, shift, spread, dd, xs)
-        for h in range(n + 1):
-            _two_sided_row(codes, tmpl, t, w, long_attr, h, n, spread, dd[h], out[h], xs[h])
+        _score_two_sided(codes, tmpl, t, G[:, t, :], w, long_attr, n, shift, spread, dd, xs,
+                         out)
     for h in range(n + 1):
         out[h, h] = 0.0
     _finish_scores(codes, tmpl, G, w, long_attr, shift, spread, out)
@@ -457,10 +455,8 @@ def arc_scores_batch_kernel(flat, starts, tmpl, w, long_attr, bits, spread, out)
             codes = flat[:, starts[b]:starts[b + 1]]
             n = codes.shape[1] - 3
             _template_hashes(codes, tmpl, t, Gt, hv)
-            _two_sided_positions(codes, tmpl, t, Gt, w, long_attr, n, shift, spread, dd, xs)
-            for h in range(n + 1):
-                _two_sided_row(codes, tmpl, t, w, long_attr, h, n, spread, dd[h], out[b, h],
-                               xs[h])
+            _score_two_sided(codes, tmpl, t, Gt, w, long_attr, n, shift, spread, dd, xs,
+                             out[b])
     for b in range(B):
         codes = flat[:, starts[b]:starts[b + 1]]
         n = codes.shape[1] - 3
@@ -530,6 +526,16 @@ def _two_sided_positions(codes, tmpl, t, Gt, w, long_attr, n, shift, spread, dd,
                 prefetch(w, _slot(xr[m], 0, spread))
                 if two_lines:
                     prefetch(w, _slot(xr[m], ddr[m], spread))
+
+
+@njit(cache=True, inline="always")
+def _score_two_sided(codes, tmpl, t, Gt, w, long_attr, n, shift, spread, dd, xs, out):
+    """Add two-sided template t's weights of every arc to ``out`` (>= n+1, >= n+1), the
+    diagonal included (callers zero it): positions hashed and prefetched first
+    (:func:`_two_sided_positions`), then gathered row by row."""
+    _two_sided_positions(codes, tmpl, t, Gt, w, long_attr, n, shift, spread, dd, xs)
+    for h in range(n + 1):
+        _two_sided_row(codes, tmpl, t, w, long_attr, h, n, spread, dd[h], out[h], xs[h])
 
 
 @njit(cache=True, inline="always")
@@ -664,6 +670,19 @@ def accumulate_dense_batch_kernel(flat, starts, tmpl, coef, out, scale, long_att
 
 
 @njit(cache=True, inline="always")
+def _add_pair(out, f0, f1, v, allowed, use_mask):
+    """``out[f0] += v; out[f1] += v``, skipping ids the cut-off mask disallows."""
+    if use_mask:
+        if allowed[f0]:
+            out[f0] += v
+        if allowed[f1]:
+            out[f1] += v
+    else:
+        out[f0] += v
+        out[f1] += v
+
+
+@njit(cache=True, inline="always")
 def _accumulate_two_sided(codes, tmpl, t, Gt, coef, out, scale, long_attr, shift, allowed,
                           spread, dd, xs):
     """``out += scale * coef[h, m]`` at two-sided template t's two weights of every arc
@@ -693,19 +712,8 @@ def _accumulate_two_sided(codes, tmpl, t, Gt, coef, out, scale, long_attr, shift
             x = xs[h, m]
             if x == skip:
                 continue
-            v = scale * coef[h, m]
-            f0 = _slot(x, 0, spread)
-            f1 = _slot(x, dd[h, m], spread)
-            # written out as in _accumulate_arcs: an inlined helper for this masked
-            # pair update made the kernel much slower (same-process A/B)
-            if use_mask:
-                if allowed[f0]:
-                    out[f0] += v
-                if allowed[f1]:
-                    out[f1] += v
-            else:
-                out[f0] += v
-                out[f1] += v
+            _add_pair(out, _slot(x, 0, spread), _slot(x, dd[h, m], spread),
+                      scale * coef[h, m], allowed, use_mask)
 
 
 @njit(cache=True, inline="always")
@@ -783,17 +791,8 @@ def _accumulate_arcs(codes, tmpl, G, coef, out, scale, long_attr, shift, allowed
                         for j in range(nact[li]):
                             c = active[li, j]
                             xp = _pos(hv0 ^ rep[li, c], shift)
-                            x = v * cnt[li, c]
-                            f0 = _slot(xp, 0, spread)
-                            f1 = _slot(xp, dd, spread)
-                            if use_mask:
-                                if allowed[f0]:
-                                    out[f0] += x
-                                if allowed[f1]:
-                                    out[f1] += x
-                            else:
-                                out[f0] += x
-                                out[f1] += x
+                            _add_pair(out, _slot(xp, 0, spread), _slot(xp, dd, spread),
+                                      v * cnt[li, c], allowed, use_mask)
                 _sweep_push(cls, cnt, active, nact, m)
                 m += step
 

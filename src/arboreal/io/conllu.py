@@ -719,6 +719,19 @@ def _int_strings(values: np.ndarray) -> np.ndarray:
     return _NUM_STR[np.maximum(values, -1) + 1]
 
 
+def batched(items: Iterable, size: int) -> Iterator[list]:
+    """Consecutive lists of ``size`` items (the last one shorter) from any iterable,
+    consumed lazily: how a stream of sentences is parsed and written a batch at a time."""
+    if size < 1:
+        raise ValueError("batch size must be at least 1")
+    it = iter(items)
+    while True:
+        batch = list(islice(it, size))
+        if not batch:
+            return
+        yield batch
+
+
 def format_conllu(sentences: Iterable[Sentence]) -> str:
     """The CoNLL-U text of ``sentences`` (what :func:`write_conllu` writes).
 
@@ -784,11 +797,7 @@ def write_conllu(sentences: Iterable[Sentence], path_or_file: PathOrFile) -> Non
     is removed); standard output or an open file keeps the batches already written.
     """
     def texts() -> Iterator[str]:
-        it = iter(sentences)
-        while True:
-            batch = list(islice(it, _WRITE_BATCH))
-            if not batch:
-                return
+        for batch in batched(sentences, _WRITE_BATCH):
             yield format_conllu(batch)
 
     if isinstance(path_or_file, (str, os.PathLike)):

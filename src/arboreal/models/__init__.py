@@ -8,10 +8,10 @@ demand when a file names a type not registered yet).
 from __future__ import annotations
 
 import importlib
-from itertools import islice
 from typing import Iterable, Iterator
 
 from arboreal.errors import ModelError
+from arboreal.io.conllu import batched
 from arboreal.models.parser import Parser, attachment_scores
 from arboreal.models.serialization import load_model_file
 
@@ -51,11 +51,5 @@ def parse_iter(model, sentences: Iterable, batch_size: int = 4096) -> Iterator:
     order (``model.parse`` of each batch): with :func:`arboreal.io.iter_conllu` and
     :func:`arboreal.io.write_conllu`, memory stays bounded by one batch however large
     the corpus."""
-    if batch_size < 1:
-        raise ValueError("batch_size must be at least 1")
-    it = iter(sentences)
-    while True:
-        batch = list(islice(it, batch_size))
-        if not batch:
-            return
+    for batch in batched(sentences, batch_size):
         yield from model.parse(batch)

@@ -443,13 +443,7 @@ def arc_scores_batch_kernel(flat, starts, tmpl, w, long_attr, bits, spread, out)
     """
     B = starts.shape[0] - 1
     shift = np.uint64(64 - bits)
-    width = 0
-    for b in range(B):
-        width = max(width, starts[b + 1] - starts[b] - 1)
-    Gt = np.empty((6, width), dtype=np.uint64)
-    hv = np.empty(width, dtype=np.uint64)
-    dd = _dd_table(max(width - 2, 0))
-    xs = np.empty((max(width - 1, 0), max(width - 1, 0)), dtype=np.uint64)
+    Gt, hv, dd, xs = _batch_scratch(starts)
     for t in _two_sided(tmpl):
         for b in range(B):
             codes = flat[:, starts[b]:starts[b + 1]]
@@ -464,6 +458,20 @@ def arc_scores_batch_kernel(flat, starts, tmpl, w, long_attr, bits, spread, out)
             out[b, h, h] = 0.0
         G = partial_hashes(codes, tmpl, np.zeros(0, dtype=np.int64))
         _finish_scores(codes, tmpl, G, w, long_attr, shift, spread, out[b])
+
+
+@njit(cache=True)
+def _batch_scratch(starts):
+    """Scratch of the batch kernels, sized for the longest sentence (n words, n + 3
+    columns of ``flat``; width = n + 2): one template's partial hashes (6, width), a
+    hash vector (width,), the (direction, distance) slots and the arc positions, both
+    (n+1, n+1)."""
+    width = 0
+    for b in range(starts.shape[0] - 1):
+        width = max(width, starts[b + 1] - starts[b] - 1)
+    side = max(width - 1, 0)
+    return (np.empty((6, width), dtype=np.uint64), np.empty(width, dtype=np.uint64),
+            _dd_table(side - 1 if side > 0 else 0), np.empty((side, side), dtype=np.uint64))
 
 
 @njit(cache=True)
@@ -649,15 +657,8 @@ def accumulate_dense_batch_kernel(flat, starts, tmpl, coef, out, scale, long_att
     """
     B = starts.shape[0] - 1
     shift = np.uint64(64 - bits)
-    two = _two_sided(tmpl)
-    width = 0
-    for b in range(B):
-        width = max(width, starts[b + 1] - starts[b] - 1)
-    Gt = np.empty((6, width), dtype=np.uint64)
-    hv = np.empty(width, dtype=np.uint64)
-    dd = _dd_table(max(width - 2, 0))
-    xs = np.empty((max(width - 1, 0), max(width - 1, 0)), dtype=np.uint64)
-    for t in two:
+    Gt, hv, dd, xs = _batch_scratch(starts)
+    for t in _two_sided(tmpl):
         for b in range(B):
             codes = flat[:, starts[b]:starts[b + 1]]
             _template_hashes(codes, tmpl, t, Gt, hv)

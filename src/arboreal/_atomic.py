@@ -1,34 +1,89 @@
-"""Atomic file writes: a temporary file in the target's directory, renamed into place."""
+"""Writing an output file without damage: atomic replacement of regular files only.
+
+:func:`atomic_write` is the one way arboreal writes a named output (parsed CoNLL-U,
+model files). What it does depends on what the name points to:
+
+- a new path, or an existing regular file (through any chain of symbolic links):
+  the data goes to a temporary file in the final target's folder, which is then
+  renamed over it, so a reader sees the old file or the complete new one, never a
+  partial one; on any error or interruption (KeyboardInterrupt, the SIGTERM that
+  the command line turns into :class:`Terminated`) the temporary file is removed;
+- anything else (a character device such as ``/dev/null`` or ``/dev/full``, a FIFO,
+  ``/dev/stdout``, a bash process substitution ``>(cmd)``, a socket): written in
+  place, streaming, like ``open(path, "wb")``; a rename would replace the device
+  or pipe by a regular file.
+
+Every error names the path the user gave, never the hidden temporary file.
+"""
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import BinaryIO, Callable
 
 
-def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -> None:
-    """Create or replace ``path`` atomically with what ``write(f)`` writes to binary ``f``.
+class Terminated(BaseException):
+    """Raised in the main thread when the process receives SIGTERM (the command line
+    installs the handler), so that ``finally`` blocks and :func:`atomic_write`'s
+    clean-up run as they do for Ctrl-C."""
 
-    The data goes to a temporary file next to ``path`` which is then ``os.replace``-d
-    over it, so readers see the old file or the complete new one, never a partial
-    one; on any error the temporary file is removed and the error re-raised. The new
-    file gets the permissions a plain ``open(path, "w")`` would give (0o666 minus
-    the umask; ``mkstemp`` alone would leave 0o600).
+
+def _user_error(exc: OSError, path: str | os.PathLike) -> OSError:
+    """The same OS error, naming the user's ``path`` instead of a temporary file."""
+    return OSError(exc.errno, exc.strerror or str(exc), os.fspath(path))
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -> None:
+    """Create or replace ``path`` with what ``write(f)`` writes to the binary file ``f``.
+
+    A new path or a regular file (symbolic links followed to their final target) is
+    replaced atomically: temporary file in the target's folder, then ``os.replace``.
+    A replaced file keeps its permission bits; a new one gets those a plain
+    ``open(path, "w")`` would give (0o666 minus the umask; ``mkstemp`` alone would
+    leave 0o600). Devices, FIFOs and other special files are written in place.
+    OSError (naming ``path``) on failure; nothing is left behind.
     """
-    path = Path(path)
-    folder = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        info = os.stat(path)                       # follows symbolic links
+    except FileNotFoundError:
+        info = None
+    except OSError as exc:
+        raise _user_error(exc, path) from None
+    if info is not None and not stat.S_ISREG(info.st_mode):
+        if stat.S_ISDIR(info.st_mode):
+            raise OSError(21, "is a directory", os.fspath(path))
+        try:
+            with open(path, "wb") as f:
+                write(f)
+        except OSError as exc:
+            if exc.filename is None:
+                raise _user_error(exc, path) from None
+            raise
+        return
+
+    target = Path(os.path.realpath(path))            # write next to the link's target
+    if info is None:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    else:
+        mode = stat.S_IMODE(info.st_mode)
+    try:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    except OSError as exc:
+        raise _user_error(exc, path) from None
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)
-        os.replace(tmp, path)
-    except BaseException:
+        os.chmod(tmp, mode)
+        os.replace(tmp, target)
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except OSError:
             pass
+        if isinstance(exc, OSError) and exc.filename in (None, tmp, str(target)):
+            raise _user_error(exc, path) from None
         raise

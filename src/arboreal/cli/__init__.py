@@ -11,8 +11,11 @@ import argparse
 import atexit
 import importlib
 import os
+import signal
 import sys
+import threading
 
+from arboreal._atomic import Terminated
 from arboreal.errors import ArborealError
 
 #: subcommand modules, in the order ``arboreal --help`` lists them
@@ -39,12 +42,20 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _on_sigterm(signum, frame) -> None:
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)
         return 2
+    previous = None
+    if threading.current_thread() is threading.main_thread():
+        # SIGTERM unwinds like Ctrl-C: temporary files are removed, no output half-written
+        previous = signal.signal(signal.SIGTERM, _on_sigterm)
     try:
         status = int(args.func(args) or 0)
         sys.stdout.flush()
@@ -62,9 +73,19 @@ def main(argv: list[str] | None = None) -> int:
         name = f"{exc.filename}: " if exc.filename is not None else ""
         print(f"arboreal: error: {name}{exc.strerror or exc}", file=sys.stderr)
         return 2
+    except MemoryError:
+        print("arboreal: error: out of memory (the input needs more memory than this machine "
+              "has; try smaller batches, shorter sentences or a smaller model)", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("arboreal: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print("arboreal: terminated", file=sys.stderr)
+        return 143
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 def run() -> None:

@@ -25,6 +25,7 @@ def run(args) -> int:
     model = load_model(args.model)
     # streamed: read, parse and write a batch of sentences at a time, so a corpus of
     # any size parses in bounded memory (an output file still appears only complete)
-    sentences = iter_conllu(args.input, allow_missing_heads=True)
+    # the input's trees are replaced, so they are not checked (HEAD may be '_')
+    sentences = iter_conllu(args.input, allow_missing_heads=True, check_trees=False)
     write_conllu(parse_iter(model, sentences), args.output)
     return 0

@@ -95,9 +95,12 @@ def add_parser(subparsers) -> None:
 
 def run(args) -> int:
     from arboreal.io.conllu import read_conllu
+    from arboreal.trees.diagnostics import training_data_warnings
 
     train = read_conllu(args.train)
     dev = read_conllu(args.dev) if args.dev else None
+    for warning in training_data_warnings(train, single_root=not args.multi_root):
+        print(f"arboreal: warning: {args.train}: {warning}", file=sys.stderr)
     options = dict(args.learner_option)
     if args.learner is None:
         args.learner = "mira" if args.order > 1 else "perceptron"

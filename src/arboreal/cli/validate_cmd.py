@@ -25,7 +25,7 @@ def add_parser(subparsers) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from arboreal.errors import ArborealError
+    from arboreal.errors import ArborealError, FormatError
     from arboreal.io.conllu import read_conllu
 
     status = 0
@@ -33,7 +33,10 @@ def run(args: argparse.Namespace) -> int:
         try:
             sentences = read_conllu(path, allow_missing_heads=args.allow_missing_heads, format=args.format)
         except ArborealError as exc:
-            print(f"arboreal: error: {exc}", file=sys.stderr)
+            hint = ""
+            if isinstance(exc, FormatError) and exc.problem.startswith("HEAD is '_'"):
+                hint = "; --allow-missing-heads accepts it"
+            print(f"arboreal: error: {exc}{hint}", file=sys.stderr)
             status = 2
             continue
         except OSError as exc:

@@ -72,6 +72,9 @@ _HEAD_MISSING, _HEAD_BAD, _HEAD_NONE = -2, -3, -4
 _MAX_DIGITS = 9
 
 _CHUNK_BYTES = 8 << 20
+#: the longest sentence (bytes between two blank lines) the streaming reader buffers; a
+#: 5,000-word sentence is well under 1 MiB, so only a broken file comes near this
+MAX_SENTENCE_BYTES = 64 << 20
 #: sentences formatted and written at a time by :func:`write_conllu`
 _WRITE_BATCH = 4096
 
@@ -353,12 +356,37 @@ def _field(line: str, k: int) -> str:
     return parts[k] if k < len(parts) else ""
 
 
+_CONTROL = np.zeros(256, bool)
+_CONTROL[:32] = True
+_CONTROL[[9, 10]] = False      # TAB separates fields, LF ends lines
+_CONTROL[127] = True
+
+
+def _check_control_bytes(buf: np.ndarray, data: bytes, path: str, first_line: int) -> None:
+    """FormatError at the first ASCII control character other than TAB and LF (a NUL
+    in a FORM, a carriage return not followed by LF, ...): no CoNLL-U field holds one,
+    and a bare CR most often means a file with classic-Mac line endings. O(bytes)."""
+    bad = _CONTROL[buf]
+    if not bad.any():
+        return
+    at = int(np.argmax(bad))
+    line = first_line + data.count(b"\n", 0, at)
+    byte = data[at]
+    if byte == 13:
+        problem = ("carriage return (CR) not followed by a line feed: lines must end in LF "
+                   "(or CRLF); a file with CR-only line endings must be converted")
+    else:
+        problem = f"control character U+{byte:04X} in the line (not allowed in any CoNLL-U field)"
+    raise FormatError(path, line, problem)
+
+
 def _parse_chunk(
     data: bytes,
     path: str,
     first_line: int,
     allow_missing_heads: bool,
     fmt: str,
+    check_trees: bool = True,
 ) -> list[Sentence]:
     """Parse ``data`` (whole sentences) whose first line is line ``first_line``."""
     if data.startswith(b"\xef\xbb\xbf") and first_line == 1:
@@ -366,6 +394,7 @@ def _parse_chunk(
     if b"\r" in data:
         data = data.replace(b"\r\n", b"\n")
     buf = np.frombuffer(data, dtype=np.uint8)
+    _check_control_bytes(buf, data, path, first_line)
     nl = np.flatnonzero(buf == 10)
     starts = np.empty(len(nl) + 1, np.int64)
     starts[0] = 0
@@ -472,18 +501,25 @@ def _parse_chunk(
         ex_sent = run_of_line[extra_lines]
         extra_pos = words_before[extra_lines] - word_offsets[ex_sent]  # word k it follows
         n_of = words_per_run[ex_sent]
+        range_end = 0          # last word covered by the sentence's previous range
+        range_sent = -1
         for j, i in enumerate(extra_lines.tolist()):
             k, a, b, n = int(extra_pos[j]), int(id1[i]), int(id2[i]), int(n_of[j])
+            if ex_sent[j] != range_sent:
+                range_end, range_sent = 0, int(ex_sent[j])
             if kind[i] == _RANGE:
-                if not (a == k + 1 and a < b <= n):
+                if not (a == k + 1 and a < b <= n) or a <= range_end:
                     what = f"multiword token {a}-{b}"
                     if b <= a:
                         err(i, f"{what}: range end must be greater than its start")
                     elif b > n:
                         err(i, f"{what} covers words beyond the end of the sentence ({n} words)")
+                    elif a <= range_end:
+                        err(i, f"{what} overlaps the previous multiword token (which ends at word {range_end})")
                     else:
                         err(i, f"{what} must stand right before word {a} (it follows word {k})")
                     break
+                range_end = b
             elif a != k:
                 err(i, f"empty node {a}.{b} must follow word {a} (it follows word {k})")
                 break
@@ -497,8 +533,7 @@ def _parse_chunk(
         w = int(np.argmax(badh))
         i = word_lines[w]
         if wh[w] == _HEAD_MISSING:
-            err(i, "HEAD is '_' (unparsed input: read it with allow_missing_heads=True, "
-                "or --allow-missing-heads on the command line)")
+            err(i, "HEAD is '_': a tree is needed here, and this word has no head (unparsed input)")
         else:
             err(i, f"HEAD {_field(lines[i], 6)!r} is not a non-negative integer")
 
@@ -524,7 +559,7 @@ def _parse_chunk(
     bounds[:-1] = root_pos
     bounds[-1] = total
 
-    code, s, m, h = _check_trees(heads, bounds)
+    code, s, m, h = _check_trees(heads, bounds) if check_trees else (0, 0, 0, 0)
     if code:
         a = bounds[s]
         line_of = lambda m: first_line + int(word_lines[word_offsets[s] + m - 1])  # noqa: E731
@@ -623,6 +658,7 @@ def read_conllu(
     path_or_file: PathOrFile,
     allow_missing_heads: bool = False,
     format: str = "conllu",
+    check_trees: bool = True,
 ) -> list[Sentence]:
     """Read a CoNLL-U (or CoNLL-X) file into a list of sentences.
 
@@ -630,7 +666,9 @@ def read_conllu(
     (binary or text). ``allow_missing_heads``: accept HEAD ``_`` (unparsed
     input); such words get head -1 and the tree checks skip them.
     ``format``: ``"conllu"`` (reads CoNLL-X too) or ``"conllx"`` (rejects
-    comments, ranges and empty nodes).
+    comments, ranges and empty nodes). ``check_trees=False`` skips the tree
+    checks (HEAD in range, no self-loop or cycle, a word on the root): for input
+    whose trees are about to be replaced (parsing); HEAD must still be an integer or ``_``.
 
     Raises :class:`FormatError` (file, line, problem) on malformed input,
     including an empty file. Time O(bytes); for the measured speed see
@@ -646,7 +684,7 @@ def read_conllu(
                 data = f.read()
     else:
         data = _read_bytes(path_or_file)
-    sentences = _parse_chunk(data, name, 1, allow_missing_heads, format)
+    sentences = _parse_chunk(data, name, 1, allow_missing_heads, format, check_trees)
     if not sentences:
         raise FormatError(name, 1, "empty file (no sentences)")
     return sentences
@@ -657,11 +695,14 @@ def iter_conllu(
     allow_missing_heads: bool = False,
     format: str = "conllu",
     chunk_bytes: int = _CHUNK_BYTES,
+    check_trees: bool = True,
 ) -> Iterator[Sentence]:
     """Stream the sentences of a CoNLL-U file, reading ``chunk_bytes`` at a time.
 
     Same arguments, checks and errors as :func:`read_conllu`; memory stays
-    proportional to ``chunk_bytes`` plus the longest sentence.
+    proportional to ``chunk_bytes`` plus the longest sentence, and a sentence (the
+    bytes between two blank lines) longer than :data:`MAX_SENTENCE_BYTES` is a
+    FormatError rather than an unbounded buffer.
     """
     _check_format(format)
     name = _source_name(path_or_file)
@@ -687,15 +728,25 @@ def iter_conllu(
                 eof = True
                 data, pending = pending, b""
             else:
+                # cut after the last blank line (LF or CRLF files); the search starts
+                # where a blank line could first end, so a long sentence arriving in
+                # many blocks is not searched over and over
+                search_from = max(len(pending) - 2, 0)
                 pending += block
-                # cut after the last blank line (LF or CRLF files)
-                cut = max(pending.rfind(b"\n\n") + 2, pending.rfind(b"\n\r\n") + 3)
+                cut = max(pending.rfind(b"\n\n", search_from) + 2,
+                          pending.rfind(b"\n\r\n", search_from) + 3)
                 if cut < 3:
+                    if len(pending) > MAX_SENTENCE_BYTES:
+                        _parse_chunk(pending[:pending.rfind(b"\n") + 1] or pending[:1],
+                                     name, line, allow_missing_heads, format, check_trees)
+                        raise FormatError(name, line, f"no blank line in the next "
+                                          f"{MAX_SENTENCE_BYTES >> 20} MiB: sentences must be "
+                                          "separated by an empty line")
                     continue
                 data, pending = pending[:cut], pending[cut:]
             if not data:
                 continue
-            for s in _parse_chunk(data, name, line, allow_missing_heads, format):
+            for s in _parse_chunk(data, name, line, allow_missing_heads, format, check_trees):
                 seen = True
                 yield s
             line += data.count(b"\n")

@@ -108,13 +108,17 @@ class Sentence:
         return bool(len(self) == 0 or (self.heads[1:] >= 0).all())
 
     def with_tree(self, heads: np.ndarray, deprels: np.ndarray | None = None) -> "Sentence":
-        """A copy with new HEAD (and DEPREL) columns; every other column is shared.
+        """A copy with new HEAD (and DEPREL) columns. DEPS (the enhanced graph, whose
+        basic part repeats HEAD:DEPREL) becomes ``_`` for every word, since the old
+        graph would contradict the new tree; every other column is shared.
 
         ``heads`` has shape (n+1,) with ``heads[0] == -1``; ``deprels`` (n+1,) of str.
         """
         heads = np.asarray(heads, dtype=np.int32).copy()
         heads[0] = -1
-        new = replace(self, heads=heads)
+        deps = np.full(len(self.deps), "_", dtype=object)
+        deps[0] = self.deps[0]
+        new = replace(self, heads=heads, deps=deps)
         if deprels is not None:
             new.deprels = np.asarray(deprels, dtype=object).copy()
             new.deprels[0] = ROOT_TOKEN

@@ -263,6 +263,29 @@ def test_batch_kernels_equal_the_per_sentence_ones(corpus, name, cutoff):
     assert got.any()
 
 
+@pytest.mark.parametrize("name", ["mcdonald", "default", "wide"])
+def test_long_sentences_are_scored_in_chunks_of_heads_to_the_bit(corpus, name, monkeypatch):
+    """Scoring in chunks of heads (what long sentences get, so Ctrl-C is honoured between
+    kernel calls) gives the whole kernel's scores to the bit, per sentence and batched."""
+    import arboreal.features.first_order as first_order
+    from arboreal.features.hashing import arc_scores_kernel
+
+    fs = FeatureSet(WIDE if name == "wide" else name, bits=14).fit(corpus)
+    rng = np.random.default_rng(3)
+    idx = rng.integers(0, len(WORDS), 40)
+    long = make_sentence([WORDS[i] for i in idx], [POS[i] for i in idx], seed=9)
+    encs = fs.encode(list(corpus) + [long])
+    w = rng.standard_normal(fs.dim).astype(np.float32)
+    whole = [arc_scores_kernel(e.codes, fs.table, w, LONG, fs.bits, fs.spread) for e in encs]
+    batch_kernel = fs.arc_scores_batch(fs.pack(encs), w)
+    for chunk in (1, 7, 41, 100):      # arcs per call: from one head a call to several
+        monkeypatch.setattr(first_order, "ROW_CHUNK_ARCS", chunk)
+        chunked = fs.arc_scores_batch(fs.pack(encs), w)
+        for b, enc in enumerate(encs):
+            np.testing.assert_array_equal(fs.arc_scores(enc, w), whole[b])
+            np.testing.assert_array_equal(chunked[b], batch_kernel[b])
+
+
 def test_prefetch_hints_change_nothing_and_never_fault():
     """The kernels prefetch weights they are about to read or update: a hint must not
     change any value, and must be safe for any index (hashes are not range-checked

@@ -36,10 +36,13 @@ import numpy as np
 from numba import njit
 
 from arboreal.features.hashing import (accumulate_dense_batch_kernel, accumulate_dense_kernel,
-                                       arc_ids, arc_scores_batch_kernel, arc_scores_kernel,
+                                       arc_ids, arc_scores_batch_kernel, arc_scores_rows_kernel,
                                        compile_templates, partial_hashes)
 
 ATTRS = ("word", "p5", "pos", "xpos", "lemma", "feats", "suf3", "long")
+#: arcs scored per kernel call for long sentences (bounds the time between checks for
+#: Ctrl-C and the scratch memory of one call)
+ROW_CHUNK_ARCS = 1 << 21
 ATTR_INDEX = {a: i for i, a in enumerate(ATTRS)}
 LONG = ATTR_INDEX["long"]
 #: attributes whose head/modifier pairs key shared hash blocks (rare, cache-missing)
@@ -315,12 +318,24 @@ class FeatureSet:
     def _mask_arg(self) -> np.ndarray:
         return self.allowed if self.allowed is not None else _EMPTY_BOOL
 
-    def arc_scores(self, enc: EncodedSentence, weights: np.ndarray) -> np.ndarray:
+    def arc_scores(self, enc: EncodedSentence, weights: np.ndarray,
+                   out: np.ndarray | None = None) -> np.ndarray:
         """(n+1, n+1) float64 arc scores ``w . f(h, m)``; column 0 and diagonal are 0.
 
         O(n^2 T + n^3 T_between) gathers from ``weights`` (shape (dim,), any float dtype).
+        The heads are scored in chunks of about :data:`ROW_CHUNK_ARCS` arcs, one kernel
+        call each, so that a long sentence's scoring can be interrupted (Ctrl-C) between
+        chunks and its scratch memory stays O(chunk) besides the result. ``out``: a
+        zeroed (>= n+1, >= n+1) float64 array to fill instead of a new one.
         """
-        return arc_scores_kernel(enc.codes, self.table, weights, LONG, self.bits, self.spread)
+        n = enc.n
+        if out is None:
+            out = np.zeros((n + 1, n + 1))
+        rows = max(1, ROW_CHUNK_ARCS // (n + 1))
+        for h0 in range(0, n + 1, rows):
+            arc_scores_rows_kernel(enc.codes, self.table, weights, LONG, self.bits, self.spread,
+                                   h0, min(h0 + rows, n + 1), out)
+        return out
 
     def accumulate(self, enc: EncodedSentence, coef: np.ndarray, out: np.ndarray,
                    scale: float = 1.0) -> None:
@@ -357,6 +372,12 @@ class FeatureSet:
         """
         N = int(packed.lengths.max()) if packed.lengths.size else 0
         out = np.zeros((packed.lengths.size, N + 1, N + 1))
+        if (N + 1) ** 2 > ROW_CHUNK_ARCS:
+            # long sentences: one at a time, in interruptible chunks of heads (the
+            # batch kernel's gain, weights shared across sentences, is small there)
+            for b, enc in enumerate(packed.sentences()):
+                self.arc_scores(enc, weights, out[b])
+            return out
         arc_scores_batch_kernel(packed.flat, packed.starts, self.table, weights, LONG,
                                 self.bits, self.spread, out)
         return out

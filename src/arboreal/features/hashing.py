@@ -412,21 +412,33 @@ def arc_scores_kernel(codes, tmpl, w, long_attr, bits, spread=0):
       modifier sweeps outwards while counts of the distinct between-word hashes are
       kept, so an arc costs O(#distinct classes between) instead of O(distance).
 
-    :func:`arc_scores_batch_kernel` computes the same scores for many sentences.
+    :func:`arc_scores_batch_kernel` computes the same scores for many sentences, and
+    :func:`arc_scores_rows_kernel` the rows of a range of heads.
     """
+    n = codes.shape[1] - 3
+    out = np.zeros((n + 1, n + 1))
+    arc_scores_rows_kernel(codes, tmpl, w, long_attr, bits, spread, 0, n + 1, out)
+    return out
+
+
+@njit(cache=True)
+def arc_scores_rows_kernel(codes, tmpl, w, long_attr, bits, spread, h0, h1, out):
+    """Rows h0..h1-1 of :func:`arc_scores_kernel`'s scores, added to ``out`` (n+1, n+1),
+    which is zero in those rows on entry; other rows untouched. The same additions in
+    the same order per arc, so the rows equal the whole kernel's to the bit: a long
+    sentence can be scored in bounded chunks of heads (memory O((h1 - h0) n) besides
+    ``out``, and a return to Python between chunks)."""
     n = codes.shape[1] - 3
     G = partial_hashes(codes, tmpl, np.zeros(0, dtype=np.int64))
     shift = np.uint64(64 - bits)
-    out = np.zeros((n + 1, n + 1))
-    dd = _dd_table(n)
-    xs = np.empty((n + 1, n + 1), dtype=np.uint64)
+    dd = _dd_table(n, h0, h1)
+    xs = np.empty((h1 - h0, n + 1), dtype=np.uint64)
     for t in _two_sided(tmpl):
         _score_two_sided(codes, tmpl, t, G[:, t, :], w, long_attr, n, shift, spread, dd, xs,
-                         out)
-    for h in range(n + 1):
+                         out, h0, h1)
+    for h in range(h0, h1):
         out[h, h] = 0.0
-    _finish_scores(codes, tmpl, G, w, long_attr, shift, spread, out)
-    return out
+    _finish_scores(codes, tmpl, G, w, long_attr, shift, spread, out, h0, h1)
 
 
 @njit(cache=True)
@@ -450,14 +462,14 @@ def arc_scores_batch_kernel(flat, starts, tmpl, w, long_attr, bits, spread, out)
             n = codes.shape[1] - 3
             _template_hashes(codes, tmpl, t, Gt, hv)
             _score_two_sided(codes, tmpl, t, Gt, w, long_attr, n, shift, spread, dd, xs,
-                             out[b])
+                             out[b], 0, n + 1)
     for b in range(B):
         codes = flat[:, starts[b]:starts[b + 1]]
         n = codes.shape[1] - 3
         for h in range(n + 1):
             out[b, h, h] = 0.0
         G = partial_hashes(codes, tmpl, np.zeros(0, dtype=np.int64))
-        _finish_scores(codes, tmpl, G, w, long_attr, shift, spread, out[b])
+        _finish_scores(codes, tmpl, G, w, long_attr, shift, spread, out[b], 0, n + 1)
 
 
 @njit(cache=True)
@@ -471,7 +483,7 @@ def _batch_scratch(starts):
         width = max(width, starts[b + 1] - starts[b] - 1)
     side = max(width - 1, 0)
     return (np.empty((6, width), dtype=np.uint64), np.empty(width, dtype=np.uint64),
-            _dd_table(side - 1 if side > 0 else 0), np.empty((side, side), dtype=np.uint64))
+            _dd_table(side - 1 if side > 0 else 0, 0, side), np.empty((side, side), dtype=np.uint64))
 
 
 @njit(cache=True)
@@ -483,30 +495,31 @@ def _two_sided(tmpl):
 
 
 @njit(cache=True)
-def _dd_table(n):
-    """``dd[h, m]``: the (direction, distance) slot of arc (h, m) for h, m in 0..n
-    (0 on the diagonal), computed once per kernel call instead of once per template."""
-    dd = np.zeros((n + 1, n + 1), dtype=np.int64)
-    for h in range(n + 1):
+def _dd_table(n, h0, h1):
+    """``dd[h - h0, m]``: the (direction, distance) slot of arc (h, m) for heads h in
+    h0..h1-1 and m in 0..n (0 on the diagonal), computed once per kernel call instead
+    of once per template; shape (h1 - h0, n + 1)."""
+    dd = np.zeros((max(h1 - h0, 0), n + 1), dtype=np.int64)
+    for h in range(h0, h1):
         for m in range(n + 1):
             if m != h:
-                dd[h, m] = _dd(h, m)
+                dd[h - h0, m] = _dd(h, m)
     return dd
 
 
 @njit(cache=True, inline="always")
-def _two_sided_hashes(tmpl, t, Gt, n, shift, xs):
-    """``xs[h, m]``: the weight position (block and rotation, :func:`_pos`) of two-sided
-    template t on arc (h, m), h = 0..n, m = 1..n; Gt = its partial hashes (6, n+2).
-    Plain loops over m (no condition, no load from the table), which the compiler
-    vectorizes."""
+def _two_sided_hashes(tmpl, t, Gt, n, shift, xs, h0, h1):
+    """``xs[h - h0, m]``: the weight position (block and rotation, :func:`_pos`) of
+    two-sided template t on arc (h, m), h = h0..h1-1, m = 1..n; Gt = its partial hashes
+    (6, n+2). Plain loops over m (no condition, no load from the table), which the
+    compiler vectorizes."""
     keyed = tmpl[t, KEY_COL] != 0
     base = Gt[3, 0] ^ Gt[2, 0]
     g1 = Gt[1]
     g5 = Gt[5]
-    for h in range(n + 1):
+    for h in range(h0, h1):
         hx = Gt[0, h + 1] ^ base
-        xr = xs[h]
+        xr = xs[h - h0]
         if keyed:
             hk = Gt[4, h + 1]
             for m in range(1, n + 1):
@@ -517,17 +530,18 @@ def _two_sided_hashes(tmpl, t, Gt, n, shift, xs):
 
 
 @njit(cache=True, inline="always")
-def _two_sided_positions(codes, tmpl, t, Gt, w, long_attr, n, shift, spread, dd, xs):
-    """:func:`_two_sided_hashes`, then the weights of every arc where template t fires
-    prefetched: the plain and the (direction, distance) weight, one cache line in
-    float32, often two in float64; dd a :func:`_dd_table` of >= n. Hashing every arc
-    before gathering any keeps many cache misses in flight (see :mod:`arboreal._prefetch`)."""
-    _two_sided_hashes(tmpl, t, Gt, n, shift, xs)
+def _two_sided_positions(codes, tmpl, t, Gt, w, long_attr, n, shift, spread, dd, xs, h0, h1):
+    """:func:`_two_sided_hashes` of heads h0..h1-1, then the weights of every arc where
+    template t fires prefetched: the plain and the (direction, distance) weight, one
+    cache line in float32, often two in float64; dd a :func:`_dd_table` of those heads
+    and >= n. Hashing every arc before gathering any keeps many cache misses in flight
+    (see :mod:`arboreal._prefetch`)."""
+    _two_sided_hashes(tmpl, t, Gt, n, shift, xs, h0, h1)
     cond = tmpl[t, 1] if long_attr >= 0 else 0
     two_lines = w.itemsize > 4
-    for h in range(n + 1):
-        xr = xs[h]
-        ddr = dd[h]
+    for h in range(h0, h1):
+        xr = xs[h - h0]
+        ddr = dd[h - h0]
         hfires = cond == 0 or ((cond & 1) != 0 and codes[long_attr, h + 1] != 0)
         for m in range(1, n + 1):
             if hfires or ((cond & 2) != 0 and codes[long_attr, m + 1] != 0):
@@ -537,13 +551,13 @@ def _two_sided_positions(codes, tmpl, t, Gt, w, long_attr, n, shift, spread, dd,
 
 
 @njit(cache=True, inline="always")
-def _score_two_sided(codes, tmpl, t, Gt, w, long_attr, n, shift, spread, dd, xs, out):
-    """Add two-sided template t's weights of every arc to ``out`` (>= n+1, >= n+1), the
-    diagonal included (callers zero it): positions hashed and prefetched first
-    (:func:`_two_sided_positions`), then gathered row by row."""
-    _two_sided_positions(codes, tmpl, t, Gt, w, long_attr, n, shift, spread, dd, xs)
-    for h in range(n + 1):
-        _two_sided_row(codes, tmpl, t, w, long_attr, h, n, spread, dd[h], out[h], xs[h])
+def _score_two_sided(codes, tmpl, t, Gt, w, long_attr, n, shift, spread, dd, xs, out, h0, h1):
+    """Add two-sided template t's weights of every arc of heads h0..h1-1 to ``out``
+    (>= n+1, >= n+1), the diagonal included (callers zero it): positions hashed and
+    prefetched first (:func:`_two_sided_positions`), then gathered row by row."""
+    _two_sided_positions(codes, tmpl, t, Gt, w, long_attr, n, shift, spread, dd, xs, h0, h1)
+    for h in range(h0, h1):
+        _two_sided_row(codes, tmpl, t, w, long_attr, h, n, spread, dd[h - h0], out[h], xs[h - h0])
 
 
 @njit(cache=True, inline="always")
@@ -564,9 +578,10 @@ def _two_sided_row(codes, tmpl, t, w, long_attr, h, n, spread, ddrow, row, xrow)
 
 
 @njit(cache=True)
-def _finish_scores(codes, tmpl, G, w, long_attr, shift, spread, out):
-    """Add the one-sided and the iterating (between) templates to ``out`` (n+1, n+1),
-    which holds the two-sided templates' sums (see :func:`arc_scores_kernel`)."""
+def _finish_scores(codes, tmpl, G, w, long_attr, shift, spread, out, h0, h1):
+    """Add the one-sided and the iterating (between) templates of the arcs of heads
+    h0..h1-1 to ``out`` (n+1, n+1), which holds the two-sided templates' sums (see
+    :func:`arc_scores_kernel`)."""
     n = codes.shape[1] - 3
     plain_t, cond_t, loop_t, cls, rep = _sweep_setup(codes, tmpl, G, long_attr)
     side = _plain_sides(tmpl, plain_t)
@@ -584,7 +599,7 @@ def _finish_scores(codes, tmpl, G, w, long_attr, shift, spread, out):
                 for k in range(BLOCK - 1):
                     msum[m, k] += w[_slot(x, k, spread)]
     hsum = np.zeros(BLOCK)
-    for h in range(n + 1):
+    for h in range(h0, h1):
         hsum[:] = 0.0
         for i in range(plain_t.shape[0]):
             if side[i] == 1 and _fires_at(cond_t[i], islong[h], False):
@@ -602,7 +617,7 @@ def _finish_scores(codes, tmpl, G, w, long_attr, shift, spread, out):
     cnt = np.zeros((nloop, n + 2), dtype=np.int64)
     active = np.empty((nloop, n + 2), dtype=np.int64)
     nact = np.zeros(nloop, dtype=np.int64)
-    for h in range(n + 1):
+    for h in range(h0, h1):
         for direction in range(2):
             step = 1 if direction == 0 else -1
             m = h + step
@@ -637,7 +652,7 @@ def accumulate_dense_kernel(codes, tmpl, coef, out, scale, long_attr, bits, allo
     n = codes.shape[1] - 3
     G = partial_hashes(codes, tmpl, np.zeros(0, dtype=np.int64))
     shift = np.uint64(64 - bits)
-    dd = _dd_table(n)
+    dd = _dd_table(n, 0, n + 1)
     xs = np.empty((n + 1, n + 1), dtype=np.uint64)
     for t in _two_sided(tmpl):
         _accumulate_two_sided(codes, tmpl, t, G[:, t, :], coef, out, scale, long_attr, shift,
@@ -694,7 +709,7 @@ def _accumulate_two_sided(codes, tmpl, t, Gt, coef, out, scale, long_attr, shift
     cond = tmpl[t, 1] if long_attr >= 0 else 0
     use_mask = allowed.shape[0] > 0
     skip = ~np.uint64(0)       # no weight position has all bits set
-    _two_sided_hashes(tmpl, t, Gt, n, shift, xs)
+    _two_sided_hashes(tmpl, t, Gt, n, shift, xs, 0, n + 1)
     for h in range(n + 1):
         hlong = long_attr >= 0 and codes[long_attr, h + 1] != 0
         for m in range(1, n + 1):

@@ -17,6 +17,14 @@ back-pointers are not stored, backtracking re-finds the first split that
 attains each visited item (O(n^2)).  Ties go to the smallest split point
 (and the smallest root child), so results are deterministic and a sentence
 gets the same tree alone or in any batch.
+Sentences of ``_LONG_MIN_N`` words or more take a dedicated path
+(:func:`_eisner_long`): two (P, P) float64 arrays, P = n + 1 - single_root
+(16 P^2 bytes: 400 MB at n = 5000, against 56 P^2 for the batched chart),
+items stored by their left end and filled in blocks of right ends, each
+block's far split points as a cache-blocked max-plus product; the work is
+cut into short kernel calls (Ctrl-C is honoured between two), with a
+progress bar on a terminal for very long sentences.  Same values, same
+tie-breaking, so the same trees as the batched kernel.
 
 ``eisner_kbest`` is Huang & Chiang's (2005) lazy k-best parsing (their
 Algorithm 3) over the same hypergraph: the 1-best forward chart above (the
@@ -39,6 +47,8 @@ per batch at the maximum length and reused for every sentence.  Scores are
 read as float64 (float32 input is converted once, O(B N^2)).
 """
 from __future__ import annotations
+
+import sys
 
 import numpy as np
 from numba import njit
@@ -186,12 +196,12 @@ def _eisner_forward(scores, lengths, order, c0, nl, V, lo, P,
 
 @njit(cache=True)
 def _eisner_kernel(scores, lengths, order, V, single_root, heads, status):
-    """Eisner over a batch, V sentences at a time (lanes, in ``order``):
-    :func:`_eisner_forward` per chunk, then per lane the root attachment and
+    """Eisner over the sentences ``order`` of a batch (the others are left
+    alone), V at a time (lanes): :func:`_eisner_forward` per chunk, then per lane the root attachment and
     backtracking, which re-finds the first split attaining each visited
     item's value (same additions, so exact equality), O(n^2) per sentence.
     """
-    B = scores.shape[0]
+    B = order.shape[0]
     N1 = scores.shape[1]
     W = N1 * V
     CR = np.empty((N1, W))
@@ -304,10 +314,257 @@ def _eisner_kernel(scores, lengths, order, V, single_root, heads, status):
                 sp += 2
 
 
+# --------------------------------------------------------------------------
+# 1-best Eisner, one long sentence
+# --------------------------------------------------------------------------
+# Every update below is a max of sums of two chart values: max is exact
+# whatever the order, so these flags let numba vectorize it without changing
+# a single value.  "ninf" is not among them: -inf marks forbidden arcs.
+_MAX_FLAGS = {"nnan", "nsz", "reassoc"}
+
+
+@njit(cache=True, fastmath=_MAX_FLAGS)
+def _long_chunk(scores, lo, t0, t1, k_lo, k_hi, S, A, B, acc):
+    """Eisner's items of the spans (s, t), t in the block [t0, t1), s in the
+    s-tiles k_hi-1 down to k_lo (tile k = [k S, (k+1) S), clipped to s < t).
+
+    Chart (P = n + 1 - lo nodes, node x = position lo + x; s < t), two
+    (P, P) arrays, every item kind stored by rows of its left end, so that
+    the items of a block with one left end are one contiguous run:
+    A[s, t] = Cr(s, t)  (complete, head s, span s..t; A[s, s] = 0)
+    B[s, t] = Cl(s, t)  (complete, head t; B[s, s] = 0)
+    A[P-1-s, t-s-1] = Il(s, t)  (incomplete, arc t -> s: A's lower triangle)
+    B[P-1-s, t-s-1] = Ir(s, t)  (incomplete, arc s -> t: B's lower triangle)
+    Blocks must come in increasing t0 and, within a block, tiles in
+    decreasing k, so that every item read is final.  acc[0 | 1 | 2,
+    s - s_lo, t - t0] gathers the split parts of Ir/Il, Cl and Cr of the
+    tile's spans: first the split points beyond the tile (a max-plus product:
+    one chart value plus a row of the block, each row read once per tile),
+    then, row by row, those inside the tile, and each item of row s, once
+    final, updates the later items of its row.  Every update is a run along
+    t, which vectorizes.
+    """
+    P = A.shape[0]
+    nt = t1 - t0
+    aI = acc[0]
+    aL = acc[1]
+    aR = acc[2]
+    for k in range(k_hi - 1, k_lo - 1, -1):
+        s_lo = k * S
+        s_hi = min(s_lo + S, t1 - 1)
+        for i in range(s_hi - s_lo):
+            for j in range(nt):
+                aI[i, j] = _NEG
+                aL[i, j] = _NEG
+                aR[i, j] = _NEG
+        for r in range(s_hi, t0):
+            rI = B[r + 1, t0:t1]
+            rL = A[P - 1 - r, t0 - r - 1:t1 - r - 1]
+            rR = A[r, t0:t1]
+            for i in range(s_hi - s_lo):
+                c = A[s_lo + i, r]
+                for j in range(nt):
+                    aI[i, j] = max(aI[i, j], c + rI[j])
+                c = B[s_lo + i, r]
+                for j in range(nt):
+                    aL[i, j] = max(aL[i, j], c + rL[j])
+                c = B[P - 1 - s_lo - i, r - s_lo - i - 1]
+                for j in range(nt):
+                    aR[i, j] = max(aR[i, j], c + rR[j])
+        for s in range(s_hi - 1, s_lo - 1, -1):
+            i = s - s_lo
+            j0 = max(0, s + 1 - t0)
+            e = min(s_hi, t0)
+            for r in range(s, max(s + 1, e)):
+                c = A[s, r]
+                rI = B[r + 1, t0:t1]
+                for j in range(j0, nt):
+                    aI[i, j] = max(aI[i, j], c + rI[j])
+            for r in range(s + 1, e):
+                c = B[s, r]
+                rL = A[P - 1 - r, t0 - r - 1:t1 - r - 1]
+                for j in range(nt):
+                    aL[i, j] = max(aL[i, j], c + rL[j])
+                c = B[P - 1 - s, r - s - 1]
+                rR = A[r, t0:t1]
+                for j in range(nt):
+                    aR[i, j] = max(aR[i, j], c + rR[j])
+            for t in range(t0 + j0, t1):
+                x = aI[i, t - t0]
+                ir = x + scores[lo + s, lo + t]
+                il = _NEG if lo == 0 and s == 0 else x + scores[lo + t, lo + s]
+                B[P - 1 - s, t - s - 1] = ir
+                A[P - 1 - s, t - s - 1] = il
+                row = A[t, t0:t1]
+                for j in range(t - t0, nt):
+                    aR[i, j] = max(aR[i, j], ir + row[j])
+                y = max(aL[i, t - t0], B[s, s] + il)
+                B[s, t] = y
+                z = aR[i, t - t0]
+                A[s, t] = z
+                if t + 1 < t1:
+                    o = t - t0 + 1
+                    row = A[P - 1 - t, : t1 - t - 1]     # Il(t, t+1 ..)
+                    for j in range(t1 - t - 1):
+                        aL[i, o + j] = max(aL[i, o + j], y + row[j])
+                    row = B[t + 1, t + 1:t1]
+                    for j in range(t1 - t - 1):
+                        aI[i, o + j] = max(aI[i, o + j], z + row[j])
+
+
+@njit(cache=True)
+def _long_backtrack(scores, lo, single_root, A, B, heads):
+    """Root attachment and backtracking over the finished long-sentence chart
+    (see :func:`_long_chunk`): the first split attaining each visited item's
+    value, with the forward pass's additions, as :func:`_eisner_kernel` does.
+    heads (n+1,) is filled; returns False when no tree has a finite score."""
+    P = A.shape[0]
+    heads[:] = -1
+    stack = np.empty((4 * P + 8, 3), dtype=np.int64)
+    if single_root:
+        top = _NEG
+        x_best = 0
+        for x in range(P):
+            v = scores[0, x + 1] + B[0, x] + A[x, P - 1]
+            if v > top:
+                top = v
+                x_best = x
+        if top == _NEG:
+            return False
+        heads[x_best + 1] = 0
+        stack[0, 0] = 1
+        stack[0, 1] = 0
+        stack[0, 2] = x_best
+        stack[1, 0] = 0
+        stack[1, 1] = x_best
+        stack[1, 2] = P - 1
+        sp = 2
+    else:
+        if A[0, P - 1] == _NEG:
+            return False
+        stack[0, 0] = 0
+        stack[0, 1] = 0
+        stack[0, 2] = P - 1
+        sp = 1
+    while sp > 0:
+        sp -= 1
+        typ = stack[sp, 0]
+        x = stack[sp, 1]
+        y = stack[sp, 2]
+        if x == y:
+            continue
+        if typ == 0:        # Cr(x, y) = Ir(x, k) + Cr(k, y)
+            r = y
+            for k in range(x + 1, y + 1):
+                if B[P - 1 - x, k - x - 1] + A[k, y] == A[x, y]:
+                    r = k
+                    break
+            stack[sp, 0] = 2
+            stack[sp, 1] = x
+            stack[sp, 2] = r
+            stack[sp + 1, 0] = 0
+            stack[sp + 1, 1] = r
+            stack[sp + 1, 2] = y
+        elif typ == 1:      # Cl(x, y) = Cl(x, k) + Il(k, y)
+            r = x
+            for k in range(x, y):
+                if B[x, k] + A[P - 1 - k, y - k - 1] == B[x, y]:
+                    r = k
+                    break
+            stack[sp, 0] = 1
+            stack[sp, 1] = x
+            stack[sp, 2] = r
+            stack[sp + 1, 0] = 3
+            stack[sp + 1, 1] = r
+            stack[sp + 1, 2] = y
+        else:               # Ir / Il(x, y): the arc, then Cr(x, k) + Cl(k+1, y)
+            if typ == 2:
+                heads[y + lo] = x + lo
+            else:
+                heads[x + lo] = y + lo
+            # the split part is not stored: take its first argmax
+            r = x
+            best = _NEG
+            for k in range(x, y):
+                v = A[x, k] + B[k + 1, y]
+                if v > best:
+                    best = v
+                    r = k
+            stack[sp, 0] = 0
+            stack[sp, 1] = x
+            stack[sp, 2] = r
+            stack[sp + 1, 0] = 1
+            stack[sp + 1, 1] = r + 1
+            stack[sp + 1, 2] = y
+        sp += 2
+    return True
+
+
 # sentences per chunk of the batched Eisner kernel, and the largest length
 # for which it is used (its chart is 7 * (N+1)^2 * V float64)
 _LANES = 8
 _LANES_MAX_N = 255
+# sentences of at least this many words are decoded by the long-sentence path
+_LONG_MIN_N = 400
+# its s-tile height, t-block width, and the work of one kernel call (tile
+# cells times split points): small enough that Python, and so Ctrl-C, gets
+# control back often
+_LONG_TILE = 32
+_LONG_BLOCK = 256
+_LONG_CALL_WORK = 1 << 27
+# a progress bar (on a terminal) for sentences of at least this many words
+_PROGRESS_MIN_N = 2000
+
+
+def _eisner_long(scores: np.ndarray, n: int, single_root: bool) -> np.ndarray | None:
+    """Eisner for one long sentence: heads (n+1,), or None if no tree has a
+    finite score.
+
+    scores : (N+1, N+1) float64, C-contiguous, N >= n (already validated);
+        only [:n+1, :n+1] is read.
+    The chart (see :func:`_long_chunk`) is two (P, P) float64 arrays,
+    P = n + 1 - single_root: 16 P^2 bytes (400 MB at n = 5000), plus
+    24 _LONG_TILE _LONG_BLOCK bytes of scratch; no copy of the scores.
+    O(n^3) time, computed in blocks of _LONG_BLOCK right ends and tiles of
+    _LONG_TILE left ends (the far split points as a cache-blocked max-plus
+    product), in kernel calls of
+    about _LONG_CALL_WORK cell-splits each, so KeyboardInterrupt is raised
+    between two of them.  The values and the tie-breaking are those of
+    :func:`_eisner_kernel`, so the trees are the same.  With n >=
+    _PROGRESS_MIN_N and standard error a terminal, a progress bar is shown.
+    """
+    lo = 1 if single_root else 0
+    P = n + 1 - lo
+    S = _LONG_TILE
+    W = _LONG_BLOCK
+    A = np.empty((P, P))
+    B = np.empty((P, P))
+    np.fill_diagonal(A, 0.0)
+    np.fill_diagonal(B, 0.0)
+    acc = np.empty((3, S, W))
+    bar = None
+    if n >= _PROGRESS_MIN_N and sys.stderr.isatty():
+        from tqdm import tqdm
+        bar = tqdm(total=P * P * P // 6, desc=f"eisner, {n} words", leave=False,
+                   bar_format="{desc}: {percentage:3.0f}%|{bar}| [{elapsed}<{remaining}]")
+    try:
+        for t0 in range(0, P, W):
+            t1 = min(t0 + W, P)
+            per_call = max(1, _LONG_CALL_WORK // (S * W * max(t0, W)))
+            k_hi = (t1 - 2) // S + 1
+            while k_hi > 0:
+                k_lo = max(0, k_hi - per_call)
+                _long_chunk(scores, lo, t0, t1, k_lo, k_hi, S, A, B, acc)
+                k_hi = k_lo
+            if bar is not None:
+                bar.update((t1 * t1 * t1 - t0 * t0 * t0) // 6)
+    finally:
+        if bar is not None:
+            bar.close()
+    heads = np.empty(n + 1, dtype=np.int64)
+    if not _long_backtrack(scores, lo, single_root, A, B, heads):
+        return None
+    return heads
 
 
 def eisner(scores: np.ndarray, single_root: bool = True,
@@ -326,20 +583,35 @@ def eisner(scores: np.ndarray, single_root: bool = True,
     -------
     heads : (n+1,) int64 with heads[0] = -1, or (B, N+1) with -1 in padding.
     Raises ValueError if no tree with a finite score exists.
+
+    Sentences of at least ``_LONG_MIN_N`` words go through
+    :func:`_eisner_long` (chart 16 (n+1)^2 bytes, interruptible); the others
+    through the batched kernel (chart 56 (N+1)^2 V bytes, V = 8 lanes for
+    batches of 16 or more sentences of up to 255 words, else 1).
     """
-    if _is_plain_single(scores, lengths):
+    if _is_plain_single(scores, lengths) and scores.shape[0] <= _LONG_MIN_N:
         return _decode_plain_single(_eisner_single, scores, single_root, True)
     batch, lengths, single = _prepare(scores, lengths)
     B, N1 = batch.shape[0], batch.shape[1]
     heads = np.empty((B, N1), dtype=np.int64)
-    status = np.empty(B, dtype=np.int8)
-    if B >= 2 * _LANES and N1 <= _LANES_MAX_N + 1:
+    status = np.zeros(B, dtype=np.int8)
+    long = lengths >= _LONG_MIN_N
+    for b in np.flatnonzero(long):
+        n = int(lengths[b])
+        h = _eisner_long(batch[b], n, bool(single_root))
+        if h is None:
+            raise _no_tree_error(int(b), single, single_root, True)
+        heads[b, : n + 1] = h
+        heads[b, n + 1:] = -1
+    short = np.flatnonzero(~long)
+    if len(short) >= 2 * _LANES and N1 <= _LANES_MAX_N + 1:
         lanes = _LANES
-        order = np.argsort(lengths, kind="stable")   # similar lengths share a chunk
+        order = short[np.argsort(lengths[short], kind="stable")]   # similar lengths share a chunk
     else:
         lanes = 1
-        order = np.arange(B)
-    _eisner_kernel(batch, lengths, order, lanes, bool(single_root), heads, status)
+        order = short
+    if len(order):
+        _eisner_kernel(batch, lengths, order, lanes, bool(single_root), heads, status)
     if status.any():
         raise _no_tree_error(int(np.argmax(status)), single, single_root, True)
     return heads[0] if single else heads

@@ -30,6 +30,8 @@ updated). Implemented as a boolean mask over buckets consulted by the update ker
 """
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,6 +45,14 @@ ATTRS = ("word", "p5", "pos", "xpos", "lemma", "feats", "suf3", "long")
 #: arcs scored per kernel call for long sentences (bounds the time between checks for
 #: Ctrl-C and the scratch memory of one call)
 ROW_CHUNK_ARCS = 1 << 21
+
+
+def _cores() -> int:
+    """Cores this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:            # not on Linux
+        return os.cpu_count() or 1
 ATTR_INDEX = {a: i for i, a in enumerate(ATTRS)}
 LONG = ATTR_INDEX["long"]
 #: attributes whose head/modifier pairs key shared hash blocks (rare, cache-missing)
@@ -325,16 +335,35 @@ class FeatureSet:
         O(n^2 T + n^3 T_between) gathers from ``weights`` (shape (dim,), any float dtype).
         The heads are scored in chunks of about :data:`ROW_CHUNK_ARCS` arcs, one kernel
         call each, so that a long sentence's scoring can be interrupted (Ctrl-C) between
-        chunks and its scratch memory stays O(chunk) besides the result. ``out``: a
-        zeroed (>= n+1, >= n+1) float64 array to fill instead of a new one.
+        chunks and its scratch memory stays O(chunk) besides the result; several chunks
+        are scored at once by threads, one per available core (the chunks write
+        disjoint rows, so the result does not depend on the threads). ``out``: a zeroed
+        (>= n+1, >= n+1) float64 array to fill instead of a new one.
         """
         n = enc.n
         if out is None:
             out = np.zeros((n + 1, n + 1))
         rows = max(1, ROW_CHUNK_ARCS // (n + 1))
-        for h0 in range(0, n + 1, rows):
+        starts = range(0, n + 1, rows)
+
+        def score(h0: int) -> None:
             arc_scores_rows_kernel(enc.codes, self.table, weights, LONG, self.bits, self.spread,
                                    h0, min(h0 + rows, n + 1), out)
+
+        workers = min(len(starts), _cores())
+        if workers <= 1:
+            for h0 in starts:
+                score(h0)
+            return out
+        with ThreadPoolExecutor(workers) as pool:
+            futures = [pool.submit(score, h0) for h0 in starts]
+            try:
+                for f in futures:
+                    f.result()
+            except BaseException:          # Ctrl-C: drop the chunks not started yet
+                for f in futures:
+                    f.cancel()
+                raise
         return out
 
     def accumulate(self, enc: EncodedSentence, coef: np.ndarray, out: np.ndarray,

@@ -421,13 +421,14 @@ def arc_scores_kernel(codes, tmpl, w, long_attr, bits, spread=0):
     return out
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def arc_scores_rows_kernel(codes, tmpl, w, long_attr, bits, spread, h0, h1, out):
     """Rows h0..h1-1 of :func:`arc_scores_kernel`'s scores, added to ``out`` (n+1, n+1),
     which is zero in those rows on entry; other rows untouched. The same additions in
     the same order per arc, so the rows equal the whole kernel's to the bit: a long
     sentence can be scored in bounded chunks of heads (memory O((h1 - h0) n) besides
-    ``out``, and a return to Python between chunks)."""
+    ``out``, and a return to Python between chunks). Runs without the GIL, so chunks
+    of one sentence can be scored by several threads at once."""
     n = codes.shape[1] - 3
     G = partial_hashes(codes, tmpl, np.zeros(0, dtype=np.int64))
     shift = np.uint64(64 - bits)

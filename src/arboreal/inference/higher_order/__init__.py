@@ -51,9 +51,18 @@ function                      parts                           time    space
 sibling (+ grandparent) factorization (McDonald & Pereira 2006's approximation;
 ``hill_climb_sibling`` without grandparents).
 ``prune_arcs`` keeps the likely arcs from first-order marginals.
+
+Space: the charts of the O(n^3)-space decoders have one row per kept arc g -> h
+(plus the root's row) and n+1 columns, so after pruning they are O(K n^2) with K
+kept heads per word. :mod:`~arboreal.inference.higher_order.memory` estimates the
+bytes a sentence needs from its pruning mask before anything is allocated
+(``part_counts``, ``estimate_bytes``); the decoders raise ``MemoryBudgetError``
+instead of allocating charts over their ``memory_budget``.
 """
 from arboreal.inference.higher_order.grandparent import grandparent_decode
 from arboreal.inference.higher_order.hill_climb import hill_climb, hill_climb_sibling
+from arboreal.inference.higher_order.memory import (MemoryBudgetError, MemoryBudgetWarning,
+                                                    PartCounts, estimate_bytes, part_counts)
 from arboreal.inference.higher_order.parts import PartIndex, score_tree
 from arboreal.inference.higher_order.pruning import prune_arcs
 from arboreal.inference.higher_order.sibling import sibling_decode
@@ -62,12 +71,17 @@ from arboreal.inference.higher_order.third_order import (grand_sibling_decode,
                                                          tri_sibling_decode)
 
 __all__ = [
+    "MemoryBudgetError",
+    "MemoryBudgetWarning",
+    "PartCounts",
     "PartIndex",
+    "estimate_bytes",
     "grand_sibling_decode",
     "grand_tri_sibling_decode",
     "grandparent_decode",
     "hill_climb",
     "hill_climb_sibling",
+    "part_counts",
     "prune_arcs",
     "score_tree",
     "sibling_decode",

@@ -8,7 +8,9 @@ g is a placeholder 0 and no grand part is scored):
                  + max_r C[g, h, r] + C[h, m, r+1]          (h < m; mirrored for m < h)
     C[g, h, e] = max_m I[g, h, m] + C[h, m, e]
 
-Four free indices per step: O(n^4) time, O(n^3) space. Pruned arcs are skipped
+Four free indices per step: O(n^4) time. The charts have one row per kept arc
+g -> h (plus the root's row) and n+1 columns: O(n^3) space unpruned, O(K n^2) with
+K kept heads per word. Pruned arcs are skipped
 (both as arcs h -> m and as grandparent arcs g -> h), so with K heads per word the
 cost falls to about O(K n^3).
 """
@@ -17,7 +19,9 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from arboreal.inference.higher_order.memory import DECODER_LIMIT, check_chart_budget
 from arboreal.inference.higher_order.parts import PartIndex, check_arc, dense_sizes, flat
+from arboreal.inference.higher_order.third_order import _charts, _row
 
 NEG = -np.inf
 
@@ -26,13 +30,10 @@ NEG = -np.inf
 def _grandparent(arc, slot, arcid, grand_off, grand, use_grand, single_root):
     n = arc.shape[0] - 1
     N = n + 1
-    C = np.full((N, N, N), NEG)
-    I = np.full((N, N, N), NEG)
-    bC = np.full((N, N, N), -1, dtype=np.int32)
-    bI = np.full((N, N, N), -1, dtype=np.int32)
-    for g in range(N):
-        for h in range(N):
-            C[g, h, h] = 0.0
+    R = grand_off.shape[0]   # chart rows: one per arc id, then the root's row
+    F, B = _charts(arcid, R, N, 2, 2)
+    C, I = F[0], F[1]        # C[g, h, e] is cell C[row(g, h), e], I likewise
+    bC, bI = B[0], B[1]
     for w in range(1, n + 1):
         for kind in range(2):           # 0: incomplete spans, 1: complete spans
             for h in range(N):
@@ -47,44 +48,49 @@ def _grandparent(arc, slot, arcid, grand_off, grand, use_grand, single_root):
                         continue
                     lo = min(h, e)
                     hi = max(h, e)
+                    he = arcid[h, e] if kind == 0 else -1
                     for g in range(N):
                         a = -1
                         if h == 0:
                             if g > 0:
                                 break
+                            row = R
                         else:
                             if lo <= g <= hi:
                                 continue
                             a = arcid[g, h]
                             if a < 0:
                                 continue
+                            row = a
                         best = NEG
                         arg = -1
                         if kind == 0:
                             for r in range(lo, hi):
                                 if d == 1:
-                                    v = C[g, h, r] + C[h, e, r + 1]
+                                    v = C[row, r] + C[he, r + 1]
                                 else:
-                                    v = C[h, e, r] + C[g, h, r + 1]
+                                    v = C[he, r] + C[row, r + 1]
                                 if v > best:
                                     best = v
                                     arg = r
                             best += arc[h, e]
                             if use_grand and a >= 0:
                                 best += grand[grand_off[a] + slot[h, e]]
-                            I[g, h, e] = best
-                            bI[g, h, e] = arg
+                            I[row, e] = best
+                            bI[row, e] = arg
                         else:
                             for m in range(h + d, e + d, d):
-                                v = I[g, h, m]
+                                if slot[h, m] < 0:
+                                    continue
+                                v = I[row, m]
                                 if v == NEG:
                                     continue
-                                v += C[h, m, e]
+                                v += C[arcid[h, m], e]
                                 if v > best:
                                     best = v
                                     arg = m
-                            C[g, h, e] = best
-                            bC[g, h, e] = arg
+                            C[row, e] = best
+                            bC[row, e] = arg
 
     heads = np.full(N, -1, dtype=np.int64)
     stack = np.zeros((4 * N + 8, 4), dtype=np.int64)   # (kind, g, h, e): 0 C, 1 I
@@ -95,7 +101,8 @@ def _grandparent(arc, slot, arcid, grand_off, grand, use_grand, single_root):
         for m in range(1, N):
             if slot[0, m] < 0:
                 continue
-            v = arc[0, m] + C[0, m, 1] + C[0, m, n]
+            a = arcid[0, m]
+            v = arc[0, m] + C[a, 1] + C[a, n]
             if v > best:
                 best = v
                 arg = m
@@ -106,7 +113,7 @@ def _grandparent(arc, slot, arcid, grand_off, grand, use_grand, single_root):
         stack[1, 0], stack[1, 1], stack[1, 2], stack[1, 3] = 0, 0, arg, n
         top = 2
     else:
-        best = C[0, 0, n]
+        best = C[R, n]
         if best == NEG:
             return heads, best
         stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3] = 0, 0, 0, n
@@ -117,13 +124,13 @@ def _grandparent(arc, slot, arcid, grand_off, grand, use_grand, single_root):
         if kind == 0:
             if h == e:
                 continue
-            m = bC[g, h, e]
+            m = bC[_row(arcid, R, g, h), e]
             stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 1, g, h, m
             stack[top + 1, 0], stack[top + 1, 1], stack[top + 1, 2], stack[top + 1, 3] = 0, h, m, e
             top += 2
         else:
             heads[e] = h
-            r = bI[g, h, e]
+            r = bI[_row(arcid, R, g, h), e]
             if e > h:
                 stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 0, g, h, r
                 stack[top + 1, 0], stack[top + 1, 1], stack[top + 1, 2], stack[top + 1, 3] = 0, h, e, r + 1
@@ -136,13 +143,16 @@ def _grandparent(arc, slot, arcid, grand_off, grand, use_grand, single_root):
 
 def grandparent_decode(arc: np.ndarray, grand: np.ndarray | None = None, *,
                        single_root: bool = True, allowed: np.ndarray | None = None,
-                       index: PartIndex | None = None) -> np.ndarray:
+                       index: PartIndex | None = None,
+                       memory_budget: float | None = DECODER_LIMIT) -> np.ndarray:
     """Best projective tree under arc + grandparent scores (Koo's Model 0).
 
     arc: (n+1, n+1). grand: dense (n+1, n+1, n+1) ``grand[g, h, m]`` (h >= 1;
     entries with h = 0 are ignored), or with ``index=`` the flat compact array.
     ``allowed``: optional (n+1, n+1) bool arc mask (dense form only).
-    Returns heads (n+1,) int64. O(n^4) time, O(n^3) space.
+    Returns heads (n+1,) int64. O(n^4) time; space 24 (A + 1) (n + 1) bytes of
+    charts for A kept arcs (O(n^3) unpruned). Raises ``MemoryBudgetError`` instead of
+    allocating charts over ``memory_budget`` bytes (None: no limit).
     """
     arc = check_arc(arc)
     n = arc.shape[0] - 1
@@ -150,6 +160,7 @@ def grandparent_decode(arc: np.ndarray, grand: np.ndarray | None = None, *,
         dense_sizes(n, arc, grand=grand)
         index = PartIndex.dense(n, allowed)
     gr, used = flat(grand, index.n_grand, "grand")
+    check_chart_budget("grandparent", n, index.grand_off.shape[0] + 1, memory_budget)
     heads, best = _grandparent(arc, index.slot, index.arcid, index.grand_off, gr, used,
                                single_root)
     if n > 0 and best == NEG:

@@ -115,7 +115,7 @@ def _hill_climb(heads, arc, slot, width, arcid, sib_off, grand_off, sib, grand, 
 def hill_climb(arc: np.ndarray, sib: np.ndarray | None = None, grand: np.ndarray | None = None,
                *, heads: np.ndarray | None = None, single_root: bool = True,
                allowed: np.ndarray | None = None, index: PartIndex | None = None,
-               max_rounds: int = 1000) -> np.ndarray:
+               max_rounds: int = 1000, memory_budget: float | None = None) -> np.ndarray:
     """Non-projective tree under arc + sibling (+ grandparent) scores, by greedy head changes.
 
     Starts from ``heads`` (default: the best projective tree, :func:`sibling_decode`
@@ -124,7 +124,8 @@ def hill_climb(arc: np.ndarray, sib: np.ndarray | None = None, grand: np.ndarray
     score layout as in :func:`grand_sibling_decode` (dense ``grand[g, h, m]`` or the
     flat compact array of ``index``; grandparent scores must be filled for every
     kept g -> h -> m, g inside the span of h -> m too). Pruned arcs are never used.
-    Returns heads (n+1,) int64. O(n^2 K) per round.
+    Returns heads (n+1,) int64. O(n^2 K) per round, O(n) memory beyond the
+    projective start (whose decoder gets ``memory_budget``, default its own).
     """
     arc = check_arc(arc)
     n = arc.shape[0] - 1
@@ -135,8 +136,9 @@ def hill_climb(arc: np.ndarray, sib: np.ndarray | None = None, grand: np.ndarray
     g, ug = flat(grand, index.n_grand, "grand")
     if heads is None:
         if ug:
+            kw = {} if memory_budget is None else {"memory_budget": memory_budget}
             heads = grand_sibling_decode(arc, s if us else None, g, single_root=single_root,
-                                         index=index)
+                                         index=index, **kw)
         else:
             heads = sibling_decode(arc, s if us else None, single_root=single_root, index=index)
     heads = np.ascontiguousarray(heads, dtype=np.int64)

@@ -46,9 +46,33 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from arboreal.inference.higher_order.memory import DECODER_LIMIT, check_chart_budget
 from arboreal.inference.higher_order.parts import PartIndex, check_arc, dense_sizes, flat
 
 NEG = -np.inf
+
+
+@njit(cache=True, inline="always")
+def _row(arcid, R, g, h):
+    """Chart row of spans headed by h whose head is g: the arc id of g -> h, or the
+    root row R for the root's spans (h = 0, placeholder g)."""
+    return R if h == 0 else arcid[g, h]
+
+
+@njit(cache=True)
+def _charts(arcid, R, N, nf, ni):
+    """``nf`` float64 charts filled with -inf and ``ni`` int32 back-pointer charts,
+    each (R + 1, N) (one row per kept arc plus the root row R); complete spans of
+    width 0 (``C[row(g, h), h]``) are set to 0 in the first float chart."""
+    F = np.full((nf, R + 1, N), NEG)
+    B = np.empty((ni, R + 1, N), dtype=np.int32)   # read only where written
+    for g in range(N):
+        for h in range(1, N):
+            a = arcid[g, h]
+            if a >= 0:
+                F[0, a, h] = 0.0
+    F[0, R, 0] = 0.0
+    return F, B
 
 
 @njit(cache=True)
@@ -77,7 +101,8 @@ def _adjacency(arcid):
 
 @njit(cache=True)
 def _sibling_spans(w, n, single_root, pars, npar, arcid, C, S, bS):
-    """S[h, a, b] for b - a = w (needs complete spans narrower than w)."""
+    """S[h, a, b] (chart cell ``S[arcid[h, a], b]``) for b - a = w (needs complete
+    spans narrower than w)."""
     N = n + 1
     for a in range(1, N - w):
         b = a + w
@@ -89,18 +114,21 @@ def _sibling_spans(w, n, single_root, pars, npar, arcid, C, S, bS):
                 continue
             best = NEG
             arg = -1
+            ra = arcid[h, a]
+            rb = arcid[h, b]
             for r in range(a, b):
-                v = C[h, a, r] + C[h, b, r + 1]
+                v = C[ra, r] + C[rb, r + 1]
                 if v > best:
                     best = v
                     arg = r
-            S[h, a, b] = best
-            bS[h, a, b] = arg
+            S[ra, b] = best
+            bS[ra, b] = arg
 
 
 @njit(cache=True)
-def _complete_spans(w, n, single_root, kids, nk, split, pars, npar, C, I, bC):
-    """C[g, h, e] for |e - h| = w (needs incomplete spans up to width w)."""
+def _complete_spans(w, n, single_root, kids, nk, split, pars, npar, arcid, R, C, I, bC):
+    """C[g, h, e] (chart cell ``C[row(g, h), e]``) for |e - h| = w (needs incomplete
+    spans up to width w)."""
     N = n + 1
     for h in range(N):
         if single_root and h == 0:
@@ -117,6 +145,7 @@ def _complete_spans(w, n, single_root, kids, nk, split, pars, npar, C, I, bC):
                 g = 0 if h == 0 else pars[h, j]
                 if h > 0 and lo <= g <= hi:
                     continue
+                row = _row(arcid, R, g, h)
                 best = NEG
                 arg = -1
                 # h's kept modifiers m from h outwards up to e
@@ -126,30 +155,31 @@ def _complete_spans(w, n, single_root, kids, nk, split, pars, npar, C, I, bC):
                     if (m > e) if d == 1 else (m < e):
                         break
                     i += d
-                    v = I[g, h, m]
+                    v = I[row, m]
                     if v == NEG:
                         continue
-                    v += C[h, m, e]
+                    v += C[arcid[h, m], e]
                     if v > best:
                         best = v
                         arg = m
-                C[g, h, e] = best
-                bC[g, h, e] = arg
+                C[row, e] = best
+                bC[row, e] = arg
 
 
 @njit(cache=True)
-def _root_choice(arc, slot, width, sib_off, sib, use_sib, C, single_root):
+def _root_choice(arc, slot, width, arcid, sib_off, sib, use_sib, C, single_root):
     """(best score, root child) of the whole sentence; child -1 for multi-root."""
     n = arc.shape[0] - 1
     if not single_root:
-        return C[0, 0, n], -1
+        return C[C.shape[0] - 1, n], -1
     best = NEG
     arg = -1
     for m in range(1, n + 1):
         sm = slot[0, m]
         if sm < 0:
             continue
-        v = arc[0, m] + C[0, m, 1] + C[0, m, n]
+        a = arcid[0, m]
+        v = arc[0, m] + C[a, 1] + C[a, n]
         if use_sib:
             v += sib[sib_off[0] + slot[0, 0] * width[0] + sm]
         if v > best:
@@ -178,15 +208,10 @@ def _model1(arc, slot, width, arcid, sib_off, grand_off, gsib_off, sib, grand, g
             use_sib, use_grand, use_gsib, single_root):
     n = arc.shape[0] - 1
     N = n + 1
-    C = np.full((N, N, N), NEG)
-    I = np.full((N, N, N), NEG)
-    S = np.full((N, N, N), NEG)
-    bC = np.empty((N, N, N), dtype=np.int32)   # back-pointers: read only where written
-    bI = np.empty((N, N, N), dtype=np.int32)
-    bS = np.empty((N, N, N), dtype=np.int32)
-    for g in range(N):
-        for h in range(N):
-            C[g, h, h] = 0.0
+    R = grand_off.shape[0]   # chart rows: one per arc id, then the root's row
+    F, B = _charts(arcid, R, N, 3, 3)
+    C, I, S = F[0], F[1], F[2]
+    bC, bI, bS = B[0], B[1], B[2]
     kids, nk, split, pars, npar = _adjacency(arcid)
     inner = np.empty(N)   # S[h, x, b] + sib[h, x, b] for the current (h, b)
     for w in range(1, n + 1):
@@ -207,7 +232,7 @@ def _model1(arc, slot, width, arcid, sib_off, grand_off, gsib_off, sib, grand, g
                     continue
                 lo = min(h, b)
                 hi = max(h, b)
-                first = C[h, b, h + d]
+                first = C[arcid[h, b], h + d]
                 if use_sib:
                     first += sib[sib_off[h] + s0 * W + sb]
                 # h's kept modifiers x strictly between h and b, from h outwards
@@ -215,7 +240,7 @@ def _model1(arc, slot, width, arcid, sib_off, grand_off, gsib_off, sib, grand, g
                 stop = start
                 while 0 <= stop < nk[h] and kids[h, stop] != b:
                     x = kids[h, stop]
-                    v = S[h, x, b] if d == 1 else S[h, b, x]
+                    v = S[arcid[h, x], b] if d == 1 else S[arcid[h, b], x]
                     if use_sib:
                         v += sib[sib_off[h] + slot[h, x] * W + sb]
                     inner[x] = v
@@ -229,6 +254,7 @@ def _model1(arc, slot, width, arcid, sib_off, grand_off, gsib_off, sib, grand, g
                         if lo <= g <= hi:
                             continue
                         a = arcid[g, h]
+                    row = R if h == 0 else a
                     gs = use_gsib and a >= 0
                     best = first
                     if gs:
@@ -238,7 +264,7 @@ def _model1(arc, slot, width, arcid, sib_off, grand_off, gsib_off, sib, grand, g
                     while i != stop:
                         x = kids[h, i]
                         i += d
-                        v = I[g, h, x]
+                        v = I[row, x]
                         if v == NEG or inner[x] == NEG:
                             continue
                         v += inner[x]
@@ -250,11 +276,11 @@ def _model1(arc, slot, width, arcid, sib_off, grand_off, gsib_off, sib, grand, g
                     best += arc[h, b]
                     if use_grand and a >= 0:
                         best += grand[grand_off[a] + sb]
-                    I[g, h, b] = best
-                    bI[g, h, b] = arg
-        _complete_spans(w, n, single_root, kids, nk, split, pars, npar, C, I, bC)
+                    I[row, b] = best
+                    bI[row, b] = arg
+        _complete_spans(w, n, single_root, kids, nk, split, pars, npar, arcid, R, C, I, bC)
 
-    best, root = _root_choice(arc, slot, width, sib_off, sib, use_sib, C, single_root)
+    best, root = _root_choice(arc, slot, width, arcid, sib_off, sib, use_sib, C, single_root)
     heads = np.full(N, -1, dtype=np.int64)
     if best == NEG:
         return heads, best
@@ -266,13 +292,13 @@ def _model1(arc, slot, width, arcid, sib_off, grand_off, gsib_off, sib, grand, g
         if kind == 0:          # C[g=p, h=q, e=r]
             if q == r:
                 continue
-            m = bC[p, q, r]
+            m = bC[_row(arcid, R, p, q), r]
             stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 1, p, q, m
             stack[top + 1, 0], stack[top + 1, 1], stack[top + 1, 2], stack[top + 1, 3] = 0, q, m, r
             top += 2
         elif kind == 1:        # I[g=p, h=q, b=r]
             heads[r] = q
-            x = bI[p, q, r]
+            x = bI[_row(arcid, R, p, q), r]
             d = 1 if r > q else -1
             if x == q:
                 stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 0, q, r, q + d
@@ -283,7 +309,7 @@ def _model1(arc, slot, width, arcid, sib_off, grand_off, gsib_off, sib, grand, g
                 stack[top + 1, 2], stack[top + 1, 3] = min(x, r), max(x, r)
                 top += 2
         else:                  # S[h=p, a=q, b=r]
-            s = bS[p, q, r]
+            s = bS[arcid[p, q], r]
             stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 0, p, q, s
             stack[top + 1, 0], stack[top + 1, 1], stack[top + 1, 2], stack[top + 1, 3] = 0, p, r, s + 1
             top += 2
@@ -295,17 +321,10 @@ def _model2(arc, slot, width, arcid, sib_off, grand_off, gsib_off, tri_off, sib,
             tri, use_sib, use_grand, use_gsib, use_tri, single_root):
     n = arc.shape[0] - 1
     N = n + 1
-    C = np.full((N, N, N), NEG)
-    I = np.full((N, N, N), NEG)
-    S = np.full((N, N, N), NEG)
-    IS = np.full((N, N, N), NEG)
-    bC = np.empty((N, N, N), dtype=np.int32)   # back-pointers: read only where written
-    bI = np.empty((N, N, N), dtype=np.int32)
-    bS = np.empty((N, N, N), dtype=np.int32)
-    bIS = np.empty((N, N, N), dtype=np.int32)
-    for g in range(N):
-        for h in range(N):
-            C[g, h, h] = 0.0
+    R = grand_off.shape[0]   # chart rows: one per arc id, then the root's row
+    F, B = _charts(arcid, R, N, 4, 4)
+    C, I, S, IS = F[0], F[1], F[2], F[3]   # IS[h, x, b] is cell IS[arcid[h, b], x]
+    bC, bI, bS, bIS = B[0], B[1], B[2], B[3]
     kids, nk, split, pars, npar = _adjacency(arcid)
     for w in range(1, n + 1):
         _sibling_spans(w, n, single_root, pars, npar, arcid, C, S, bS)
@@ -325,10 +344,11 @@ def _model2(arc, slot, width, arcid, sib_off, grand_off, gsib_off, tri_off, sib,
                 lo = min(h, b)
                 hi = max(h, b)
                 # incomplete s-spans IS[h, x, b]
-                v = C[h, b, h + d] + arc[h, b]
+                hb = arcid[h, b]
+                v = C[hb, h + d] + arc[h, b]
                 if use_sib:
                     v += sib[sib_off[h] + s0 * W + sb]
-                IS[h, h, b] = v
+                IS[hb, h] = v
                 # h's kept modifiers strictly between h and b, from h outwards:
                 # kids[h, start + q * d] for q < cnt
                 start = split[h] if d == 1 else split[h] - 1
@@ -339,14 +359,15 @@ def _model2(arc, slot, width, arcid, sib_off, grand_off, gsib_off, tri_off, sib,
                 for q in range(cnt):
                     x = kids[h, start + q * d]
                     sx = slot[h, x]
-                    sxb = S[h, x, b] if d == 1 else S[h, b, x]
+                    hx = arcid[h, x]
+                    sxb = S[hx, b] if d == 1 else S[hb, x]
                     if sxb == NEG:
                         continue
                     best = NEG
                     arg = -1
                     for r in range(-1, q):   # t = h, then the kept modifiers inside x
                         t = h if r < 0 else kids[h, start + r * d]
-                        v = IS[h, t, x]
+                        v = IS[hx, t]
                         if v != NEG:
                             if use_tri:
                                 v += tri[tri_off[h] + (slot[h, t] * W + sx) * W + sb]
@@ -358,8 +379,8 @@ def _model2(arc, slot, width, arcid, sib_off, grand_off, gsib_off, tri_off, sib,
                     best += sxb + arc[h, b]
                     if use_sib:
                         best += sib[sib_off[h] + sx * W + sb]
-                    IS[h, x, b] = best
-                    bIS[h, x, b] = arg
+                    IS[hb, x] = best
+                    bIS[hb, x] = arg
                 # incomplete g-spans I[g, h, b]
                 ng = 1 if h == 0 else npar[h]
                 for j in range(ng):
@@ -370,12 +391,13 @@ def _model2(arc, slot, width, arcid, sib_off, grand_off, gsib_off, tri_off, sib,
                         if lo <= g <= hi:
                             continue
                         a = arcid[g, h]
+                    row = R if h == 0 else a
                     gs = use_gsib and a >= 0
                     best = NEG
                     arg = -1
                     for r in range(-1, cnt):
                         x = h if r < 0 else kids[h, start + r * d]
-                        v = IS[h, x, b]
+                        v = IS[hb, x]
                         if v != NEG:
                             if gs:
                                 v += gsib[gsib_off[a] + slot[h, x] * W + sb]
@@ -384,11 +406,11 @@ def _model2(arc, slot, width, arcid, sib_off, grand_off, gsib_off, tri_off, sib,
                                 arg = x
                     if use_grand and a >= 0:
                         best += grand[grand_off[a] + sb]
-                    I[g, h, b] = best
-                    bI[g, h, b] = arg
-        _complete_spans(w, n, single_root, kids, nk, split, pars, npar, C, I, bC)
+                    I[row, b] = best
+                    bI[row, b] = arg
+        _complete_spans(w, n, single_root, kids, nk, split, pars, npar, arcid, R, C, I, bC)
 
-    best, root = _root_choice(arc, slot, width, sib_off, sib, use_sib, C, single_root)
+    best, root = _root_choice(arc, slot, width, arcid, sib_off, sib, use_sib, C, single_root)
     heads = np.full(N, -1, dtype=np.int64)
     if best == NEG:
         return heads, best
@@ -400,12 +422,13 @@ def _model2(arc, slot, width, arcid, sib_off, grand_off, gsib_off, tri_off, sib,
         if kind == 0:          # C[g=p, h=q, e=r]
             if q == r:
                 continue
-            m = bC[p, q, r]
+            m = bC[_row(arcid, R, p, q), r]
             stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 1, p, q, m
             stack[top + 1, 0], stack[top + 1, 1], stack[top + 1, 2], stack[top + 1, 3] = 0, q, m, r
             top += 2
         elif kind == 1:        # I[g=p, h=q, b=r]
-            stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 2, q, bI[p, q, r], r
+            stack[top, 0], stack[top, 1], stack[top, 2] = 2, q, bI[_row(arcid, R, p, q), r]
+            stack[top, 3] = r
             top += 1
         elif kind == 2:        # IS[h=p, x=q, b=r]
             heads[r] = p
@@ -414,12 +437,13 @@ def _model2(arc, slot, width, arcid, sib_off, grand_off, gsib_off, tri_off, sib,
                 stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 0, p, r, p + d
                 top += 1
             else:
-                stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 2, p, bIS[p, q, r], q
+                stack[top, 0], stack[top, 1], stack[top, 2] = 2, p, bIS[arcid[p, r], q]
+                stack[top, 3] = q
                 stack[top + 1, 0], stack[top + 1, 1] = 3, p
                 stack[top + 1, 2], stack[top + 1, 3] = min(q, r), max(q, r)
                 top += 2
         else:                  # S[h=p, a=q, b=r]
-            s = bS[p, q, r]
+            s = bS[arcid[p, q], r]
             stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 0, p, q, s
             stack[top + 1, 0], stack[top + 1, 1], stack[top + 1, 2], stack[top + 1, 3] = 0, p, r, s + 1
             top += 2
@@ -436,18 +460,13 @@ def _model2_all(arc, slot, width, arcid, sib_off, grand_off, gsib_off, tri_off, 
     spans (placeholder g, no grand parts)."""
     n = arc.shape[0] - 1
     N = n + 1
-    C = np.full((N, N, N), NEG)
-    I = np.full((N, N, N), NEG)
-    S = np.full((N, N, N), NEG)
-    bC = np.empty((N, N, N), dtype=np.int32)   # back-pointers: read only where written
-    bI = np.empty((N, N, N), dtype=np.int32)
-    bS = np.empty((N, N, N), dtype=np.int32)
+    R = grand_off.shape[0]   # chart rows: one per arc id, then the root's row
+    F, B = _charts(arcid, R, N, 3, 3)
+    C, I, S = F[0], F[1], F[2]
+    bC, bI, bS = B[0], B[1], B[2]
     W0 = width[0]
     G = np.full(n_gsib + W0 * W0, NEG)
     bG = np.empty(n_gsib + W0 * W0, dtype=np.int32)
-    for g in range(N):
-        for h in range(N):
-            C[g, h, h] = 0.0
     kids, nk, split, pars, npar = _adjacency(arcid)
     local = np.empty(N + 1)   # g-independent part of G[., h, x, b], x = h then inner kids
     for w in range(1, n + 1):
@@ -473,13 +492,14 @@ def _model2_all(arc, slot, width, arcid, sib_off, grand_off, gsib_off, tri_off, 
                     stop += d
                 cnt = (stop - start) * d
                 # x = h (b is h's closest child), then h's kept kids between h and b
-                v = C[h, b, h + d] + arc[h, b]
+                hb = arcid[h, b]
+                v = C[hb, h + d] + arc[h, b]
                 if use_sib:
                     v += sib[sib_off[h] + s0 * W + sb]
                 local[0] = v
                 for q in range(cnt):
                     x = kids[h, start + q * d]
-                    v = S[h, x, b] if d == 1 else S[h, b, x]
+                    v = S[arcid[h, x], b] if d == 1 else S[hb, x]
                     if v != NEG:
                         v += arc[h, b]
                         if use_sib:
@@ -533,11 +553,12 @@ def _model2_all(arc, slot, width, arcid, sib_off, grand_off, gsib_off, tri_off, 
                         if v > bestI:
                             bestI = v
                             argI = x
-                    I[g, h, b] = bestI
-                    bI[g, h, b] = argI
-        _complete_spans(w, n, single_root, kids, nk, split, pars, npar, C, I, bC)
+                    row = R if h == 0 else a
+                    I[row, b] = bestI
+                    bI[row, b] = argI
+        _complete_spans(w, n, single_root, kids, nk, split, pars, npar, arcid, R, C, I, bC)
 
-    best, root = _root_choice(arc, slot, width, sib_off, sib, use_sib, C, single_root)
+    best, root = _root_choice(arc, slot, width, arcid, sib_off, sib, use_sib, C, single_root)
     heads = np.full(N, -1, dtype=np.int64)
     if best == NEG:
         return heads, best
@@ -549,13 +570,13 @@ def _model2_all(arc, slot, width, arcid, sib_off, grand_off, gsib_off, tri_off, 
         if kind == 0:          # C[g=p, h=q, e=r]
             if q == r:
                 continue
-            m = bC[p, q, r]
+            m = bC[_row(arcid, R, p, q), r]
             stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 1, p, q, m
             stack[top + 1, 0], stack[top + 1, 1], stack[top + 1, 2], stack[top + 1, 3] = 0, q, m, r
             top += 2
         elif kind == 1:        # I[g=p, h=q, b=r] -> G[g, h, x, b]
             stack[top, 0], stack[top, 1], stack[top, 2] = 2, p, q
-            stack[top, 3], stack[top, 4] = bI[p, q, r], r
+            stack[top, 3], stack[top, 4] = bI[_row(arcid, R, p, q), r], r
             top += 1
         elif kind == 2:        # G[g=p, h=q, x=r, b=z]
             heads[z] = q
@@ -572,7 +593,7 @@ def _model2_all(arc, slot, width, arcid, sib_off, grand_off, gsib_off, tri_off, 
                 stack[top + 1, 2], stack[top + 1, 3] = min(r, z), max(r, z)
                 top += 2
         else:                  # S[h=p, a=q, b=r]
-            s = bS[p, q, r]
+            s = bS[arcid[p, q], r]
             stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 0, p, q, s
             stack[top + 1, 0], stack[top + 1, 1], stack[top + 1, 2], stack[top + 1, 3] = 0, p, r, s + 1
             top += 2
@@ -582,7 +603,8 @@ def _model2_all(arc, slot, width, arcid, sib_off, grand_off, gsib_off, tri_off, 
 def grand_sibling_decode(arc: np.ndarray, sib: np.ndarray | None = None,
                          grand: np.ndarray | None = None, gsib: np.ndarray | None = None, *,
                          single_root: bool = True, allowed: np.ndarray | None = None,
-                         index: PartIndex | None = None) -> np.ndarray:
+                         index: PartIndex | None = None,
+                         memory_budget: float | None = DECODER_LIMIT) -> np.ndarray:
     """Best projective tree under arc + sib + grand + gsib scores (Koo & Collins Model 1).
 
     Dense shapes: arc (n+1, n+1), sib (n+1,)*3 ``sib[h, a, b]``, grand (n+1,)*3
@@ -590,7 +612,9 @@ def grand_sibling_decode(arc: np.ndarray, sib: np.ndarray | None = None,
     be None (not scored). With ``index=`` they are the flat compact arrays of that
     :class:`PartIndex`. ``allowed`` (n+1, n+1) bool prunes arcs (dense form only).
     Returns heads (n+1,) int64. O(n^4) time (about O(K^2 n^2) with K kept heads
-    per word), O(n^3) space.
+    per word); space 36 (A + 1) (n + 1) bytes of charts for A kept arcs (O(n^3)
+    unpruned, O(K n^2) pruned). Raises ``MemoryBudgetError`` (an ArborealError)
+    instead of allocating charts over ``memory_budget`` bytes (None: no limit).
     """
     arc = check_arc(arc)
     n = arc.shape[0] - 1
@@ -600,6 +624,7 @@ def grand_sibling_decode(arc: np.ndarray, sib: np.ndarray | None = None,
     s, us = flat(sib, index.n_sib, "sib")
     g, ug = flat(grand, index.n_grand, "grand")
     gs, ugs = flat(gsib, index.n_gsib, "gsib")
+    check_chart_budget("model1", n, index.grand_off.shape[0] + 1, memory_budget)
     heads, best = _model1(arc, index.slot, index.width, index.arcid, index.sib_off,
                           index.grand_off, index.gsib_off, s, g, gs, us, ug, ugs, single_root)
     if n > 0 and best == NEG:
@@ -610,15 +635,16 @@ def grand_sibling_decode(arc: np.ndarray, sib: np.ndarray | None = None,
 def tri_sibling_decode(arc: np.ndarray, sib: np.ndarray | None = None,
                        trisib: np.ndarray | None = None, grand: np.ndarray | None = None,
                        gsib: np.ndarray | None = None, *, single_root: bool = True,
-                       allowed: np.ndarray | None = None, index: PartIndex | None = None
-                       ) -> np.ndarray:
+                       allowed: np.ndarray | None = None, index: PartIndex | None = None,
+                       memory_budget: float | None = DECODER_LIMIT) -> np.ndarray:
     """Best projective tree under Koo & Collins's Model 2 factorization.
 
     Scores arc, sib and trisib (``trisib[h, a, b, c]``, dense (n+1,)*4) parts of
     every head, and grand / gsib parts only of each head's outermost child on each
     side (see the module docstring). Shapes and ``index=`` / ``allowed`` as in
-    :func:`grand_sibling_decode`. Returns heads (n+1,) int64. O(n^4) time,
-    O(n^3) space.
+    :func:`grand_sibling_decode`. Returns heads (n+1,) int64. O(n^4) time;
+    space 48 (A + 1) (n + 1) bytes of charts (``memory_budget`` as in
+    :func:`grand_sibling_decode`).
     """
     arc = check_arc(arc)
     n = arc.shape[0] - 1
@@ -629,6 +655,7 @@ def tri_sibling_decode(arc: np.ndarray, sib: np.ndarray | None = None,
     g, ug = flat(grand, index.n_grand, "grand")
     gs, ugs = flat(gsib, index.n_gsib, "gsib")
     t, ut = flat(trisib, index.n_tri, "trisib")
+    check_chart_budget("model2", n, index.grand_off.shape[0] + 1, memory_budget)
     heads, best = _model2(arc, index.slot, index.width, index.arcid, index.sib_off,
                           index.grand_off, index.gsib_off, index.tri_off, s, g, gs, t,
                           us, ug, ugs, ut, single_root)
@@ -640,8 +667,8 @@ def tri_sibling_decode(arc: np.ndarray, sib: np.ndarray | None = None,
 def grand_tri_sibling_decode(arc: np.ndarray, sib: np.ndarray | None = None,
                              trisib: np.ndarray | None = None, grand: np.ndarray | None = None,
                              gsib: np.ndarray | None = None, *, single_root: bool = True,
-                             allowed: np.ndarray | None = None, index: PartIndex | None = None
-                             ) -> np.ndarray:
+                             allowed: np.ndarray | None = None, index: PartIndex | None = None,
+                             memory_budget: float | None = DECODER_LIMIT) -> np.ndarray:
     """Best projective tree when arc, sib, trisib, grand and gsib parts are scored for
     *every* child (the union of Models 1 and 2; TurboParser's "full" part set).
 
@@ -649,8 +676,9 @@ def grand_tri_sibling_decode(arc: np.ndarray, sib: np.ndarray | None = None,
     h -> b, next inner sibling x, h's head g). Shapes and ``index=`` / ``allowed``
     as in :func:`grand_sibling_decode`. Returns heads (n+1,) int64. Time O(n^5)
     unpruned; with pruning O(sum over kept arcs g -> h of deg(h)^3) (K heads per
-    word: each head h is paired with at most K grandparents). Space O(n^3) for the
-    g-spans plus one entry per grand-sibling part (the size of the gsib table).
+    word: each head h is paired with at most K grandparents). Space 36 (A + 1) (n + 1)
+    bytes for the g-spans (A kept arcs) plus 12 per grand-sibling part (the size of
+    the gsib table); ``memory_budget`` as in :func:`grand_sibling_decode`.
     """
     arc = check_arc(arc)
     n = arc.shape[0] - 1
@@ -661,6 +689,8 @@ def grand_tri_sibling_decode(arc: np.ndarray, sib: np.ndarray | None = None,
     g, ug = flat(grand, index.n_grand, "grand")
     gs, ugs = flat(gsib, index.n_gsib, "gsib")
     t, ut = flat(trisib, index.n_tri, "trisib")
+    check_chart_budget("model2_all", n, index.grand_off.shape[0] + 1, memory_budget,
+                       index.n_gsib, int(index.width[0]))
     heads, best = _model2_all(arc, index.slot, index.width, index.arcid, index.sib_off,
                               index.grand_off, index.gsib_off, index.tri_off, index.n_gsib,
                               s, g, gs, t, us, ug, ugs, ut, single_root)

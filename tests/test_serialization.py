@@ -80,3 +80,40 @@ def test_strings_and_vocabularies_round_trip():
     back = get_vocabs(arrays)
     assert set(back) == {"word", "pos"}
     assert back["word"].tolist() == ["a", "b"] and back["pos"].tolist() == ["NOUN"]
+
+
+def test_arrays_are_read_lazily_after_their_headers_are_checked(tmp_path):
+    from arboreal.errors import ModelError
+    from arboreal.models.serialization import ModelArrays
+
+    arrays = {}
+    put_weights(arrays, "w", np.arange(100, dtype=np.float32))
+    save_model_file(tmp_path / "m.npz", {"model_type": "test"}, arrays)
+    meta, back = load_model_file(tmp_path / "m.npz")
+    assert isinstance(back, ModelArrays) and meta["model_type"] == "test"
+    assert back.shape("w_nz") == (99,) and back.dtype("w_nz") == np.float32
+    with pytest.raises(ValueError):      # refused on the header, before reading
+        get_weights(back, "w", 10)
+    assert np.array_equal(get_weights(back, "w", 100), np.arange(100, dtype=np.float32))
+    (tmp_path / "x.model").write_text("# sent_id = 1\n1\tA\ta\tX\tX\t_\t0\troot\t_\t_\n\n")
+    with pytest.raises(ModelError, match="not an arboreal model file$"):
+        load_model_file(tmp_path / "x.model")
+
+
+def test_string_lists_must_agree_with_their_count():
+    arrays = {}
+    put_strings(arrays, "labels", ["a", "b"])
+    arrays["labels_count"] = np.array(3)
+    with pytest.raises(ValueError):
+        get_strings(arrays, "labels")
+    arrays["labels_count"] = np.array(10**12)
+    with pytest.raises(ValueError):
+        get_strings(arrays, "labels")
+
+
+def test_a_labeler_with_thousands_of_labels_gets_fewer_rows():
+    from arboreal.models.labeler import LABEL_TEMPLATES, TRAIN_TABLE_ENTRIES, Labeler
+
+    with pytest.warns(UserWarning, match="5001 distinct labels"):
+        lab = Labeler(LABEL_TEMPLATES, np.array([f"l{i}" for i in range(5001)]), bits=18)
+    assert lab.W.size <= TRAIN_TABLE_ENTRIES and lab.bits < 18

@@ -1,6 +1,9 @@
 """``arboreal parse``: parse CoNLL-U input with a trained model."""
 from __future__ import annotations
 
+import sys
+import warnings
+
 
 def add_parser(subparsers) -> None:
     p = subparsers.add_parser(
@@ -27,5 +30,17 @@ def run(args) -> int:
     # any size parses in bounded memory (an output file still appears only complete)
     # the input's trees are replaced, so they are not checked (HEAD may be '_')
     sentences = iter_conllu(args.input, allow_missing_heads=True, check_trees=False)
-    write_conllu(parse_iter(model, sentences), args.output)
+    with warnings.catch_warnings():   # summed up in one line below instead
+        warnings.filterwarnings("ignore", message=r".*memory budget")
+        write_conllu(parse_iter(model, sentences), args.output)
+    fallbacks = getattr(model, "fallbacks_total", 0)
+    if fallbacks:
+        print(f"arboreal: warning: {fallbacks} sentence(s) too long for the order-"
+              f"{model.order} memory budget were parsed at first order", file=sys.stderr)
+    if model.split_total:
+        from arboreal.models.pieces import MAX_WORDS
+
+        print(f"arboreal: warning: {model.split_total} sentence(s) longer than {MAX_WORDS} words "
+              "were parsed in pieces of at most that many words, joined into one tree",
+              file=sys.stderr)
     return 0

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 
 from arboreal.errors import ArborealError
 
@@ -123,8 +124,14 @@ def run(args) -> int:
     if args.order > 1:
         from arboreal.models import higher_order
 
-        model = higher_order.train(train, dev, order=args.order, parts=args.parts,
-                                   progress=progress, log=log, **common, **options)
+        with warnings.catch_warnings():   # summed up in one line below instead
+            warnings.filterwarnings("ignore", message=r".*memory budget")
+            model = higher_order.train(train, dev, order=args.order, parts=args.parts,
+                                       progress=progress, log=log, **common, **options)
+        if model.train_skipped:
+            print(f"arboreal: warning: {model.train_skipped} training sentence(s) too long "
+                  f"for the order-{args.order} memory budget were trained at first order "
+                  f"only", file=sys.stderr)
     else:
         if args.parts:
             raise ArborealError("--parts needs --order 2 or 3")

@@ -34,6 +34,8 @@ def load_model(path):
     """Load a model file of any registered type (ModelError on a bad file)."""
     meta, arrays = load_model_file(path)
     kind = meta.get("model_type")
+    if not isinstance(kind, str):
+        raise ModelError(f"{path}: model metadata field 'model_type' must be a string")
     if kind not in MODEL_TYPES:
         for module in _PLUGIN_MODULES:
             try:

@@ -34,11 +34,27 @@ Files: the common arboreal model format of :mod:`arboreal.models.serialization`
 (one ``.npz`` without pickle + JSON metadata, ``model_type = "higher-order"``);
 ``arboreal.models.load_model`` dispatches to :meth:`HigherOrderParser.from_file_contents`.
 The CLI (``arboreal train --order 2|3 [--parts ...]``) calls :func:`train`.
+
+Memory budget (``memory_budget``, bytes per sentence, default 1 GiB; None: no
+limit): before a sentence's part scores and charts are allocated, their size is
+computed from its pruning mask (:func:`arboreal.inference.higher_order.memory.estimate_bytes`:
+O(n^2) tables + part scores + charts of (kept arcs + 1) x (n+1) cells). A sentence
+over the budget is pruned harder: ``max_heads`` is halved until it fits (its
+decoding stays exact over the fewer kept heads; memory is linear in them), down
+to one head per word (plus the pruner's best tree). A sentence that still does not
+fit is parsed at first order (the pruner's weights and the first-order decoder,
+Eisner or Chu-Liu-Edmonds as the model's ``projective``), counted in
+``last_fallbacks`` / ``fallbacks_total`` (``last_tightened`` / ``tightened_total``
+for the harder-pruned ones) and reported by one ``MemoryBudgetWarning`` per call;
+in training it is left out of the higher-order epochs (``train_skipped``, one
+warning). Nothing is ever allocated beyond the budget plus the first-order
+parser's own O(n^2) arrays.
 """
 from __future__ import annotations
 
 import os
 import time
+import warnings
 from typing import Callable, Sequence
 
 import numpy as np
@@ -46,7 +62,7 @@ import numpy as np
 from arboreal.errors import ArborealError, ModelError
 from arboreal.features.first_order import ATTRS, FeatureSet
 from arboreal.features.higher_order import KINDS, HigherOrderFeatures
-from arboreal.inference import eisner, marginals
+from arboreal.inference import chu_liu_edmonds, eisner, marginals
 from arboreal.inference.higher_order import (
     PartIndex,
     grand_sibling_decode,
@@ -57,11 +73,13 @@ from arboreal.inference.higher_order import (
     sibling_decode,
     tri_sibling_decode,
 )
+from arboreal.inference.higher_order.memory import (DEFAULT_BUDGET, MemoryBudgetWarning,
+                                                    PartCounts, estimate_bytes, part_counts)
 from arboreal.learn.perceptron import final_weights
 from arboreal.models.labeler import Labeler, label_templates
-from arboreal.models.serialization import (get_strings, get_vocabs, get_weights,
-                                           load_model_file, put_strings, put_vocabs,
-                                           put_weights, save_model_file)
+from arboreal.models.pieces import parse_in_pieces
+from arboreal.models.serialization import (get_weights, load_model_file, put_strings,
+                                           put_vocabs, put_weights, save_model_file)
 
 PART_NAMES = {"sibling": "sib", "grandparent": "grand", "grand-sibling": "gsib",
               "tri-sibling": "trisib"}
@@ -90,6 +108,21 @@ def parse_parts(order: int, parts: str | Sequence[str] | None) -> tuple[str, ...
 
 
 PRUNE_BATCH = 64   # sentences of similar length per batched marginals / Eisner call
+PRUNE_CELLS = 1 << 22   # at most this many padded (n+1)^2 cells per batch
+
+
+def _length_chunks(lengths: np.ndarray) -> list[np.ndarray]:
+    """Positions 0..len-1 of ``lengths`` (sorted increasingly) in consecutive chunks
+    of at most PRUNE_BATCH sentences and PRUNE_CELLS padded cells (a long sentence
+    gets a batch of its own instead of padding many others to its length). O(len)."""
+    chunks = []
+    start = 0
+    for i in range(1, lengths.size + 1):
+        if i == lengths.size or i - start >= PRUNE_BATCH \
+                or (i + 1 - start) * (int(lengths[i]) + 1) ** 2 > PRUNE_CELLS:
+            chunks.append(np.arange(start, i))
+            start = i
+    return chunks
 
 
 class HigherOrderParser:
@@ -124,6 +157,9 @@ class HigherOrderParser:
             gold tree's minimum-loss projective version (Koo et al. 2007, fn. 4; the
             tree a projective decoder can reach) instead of the tree as given. The
             pruner and the labeler always see the trees as given.
+        memory_budget: bytes one sentence's higher-order decoding may allocate
+            (None: no limit); over it, harder pruning, then first order (module
+            docstring). A runtime setting, not stored in the model file.
     """
 
     model_type = "higher-order"
@@ -133,7 +169,8 @@ class HigherOrderParser:
                  pruner_epochs: int = 5, max_heads: int = 10, threshold: float = 1e-4,
                  single_root: bool = True, seed: int = 0, learner: str = "perceptron",
                  prune_temperature: float = 30.0, C: float = np.inf, projective: bool = True,
-                 grand_scope: str = "all", projectivize: bool = False):
+                 grand_scope: str = "all", projectivize: bool = False,
+                 memory_budget: float | None = DEFAULT_BUDGET):
         if learner not in LEARNERS:
             raise ValueError(f"learner {learner!r} is not available for higher-order models "
                              f"(choose from {', '.join(LEARNERS)})")
@@ -168,6 +205,17 @@ class HigherOrderParser:
         self.labeler: Labeler | None = None
         self.stats: dict = {}
         self.meta: dict = {}
+        if memory_budget is not None and not memory_budget > 0:
+            raise ValueError("memory_budget must be positive (or None: no limit)")
+        self.memory_budget = memory_budget
+        #: sentences of the last parse / predict_heads call decoded at first order
+        #: (over the memory budget) and pruned harder to fit it; totals over all calls
+        self.last_fallbacks = self.last_tightened = 0
+        self.fallbacks_total = self.tightened_total = 0
+        #: sentences parsed in pieces so far (longer than arboreal.models.pieces.MAX_WORDS)
+        self.split_total = 0
+        #: training sentences left out of the higher-order epochs (over the budget)
+        self.train_skipped = 0
 
     @property
     def outer_only(self) -> bool:
@@ -219,8 +267,8 @@ class HigherOrderParser:
             out[i] = np.ones((lengths[i] + 1,) * 2, dtype=bool)
         big = np.flatnonzero(lengths > 1)
         big = big[np.argsort(lengths[big], kind="stable")]
-        for start in range(0, big.size, PRUNE_BATCH):
-            chunk = big[start:start + PRUNE_BATCH]
+        for pos in _length_chunks(lengths[big]):
+            chunk = big[pos]
             ns = lengths[chunk]
             N = int(ns.max()) + 1
             batch = np.zeros((chunk.size, N, N))
@@ -231,15 +279,65 @@ class HigherOrderParser:
             mu = marginals(batch, projective=False, single_root=self.single_root, lengths=ns)
             for j, i in enumerate(chunk):
                 n1 = ns[j] + 1
-                out[i] = prune_arcs(mu[j, :n1, :n1], self.threshold, self.max_heads,
-                                    self.single_root, keep=keep[j, :n1])
+                out[i] = self._prune_within_budget(mu[j, :n1, :n1], keep[j, :n1],
+                                                   None if golds is None else golds[i])
         if golds is not None:
             for a, g in zip(out, golds):
                 a[g[1:], np.arange(1, len(g))] = True
         return out
 
+    # ------------------------------------------------------------------ memory budget
+    def estimate_bytes(self, counts: PartCounts) -> int:
+        """Bytes decoding a sentence of these :class:`PartCounts` allocates with this
+        model's parts and decoder (formula: :mod:`arboreal.inference.higher_order.memory`)."""
+        return estimate_bytes(counts, self.parts, self.projective, self.outer_only)
+
+    def _fits(self, counts: PartCounts) -> bool:
+        return self.memory_budget is None or self.estimate_bytes(counts) <= self.memory_budget
+
+    def _mask_fits(self, allowed: np.ndarray) -> bool:
+        """Whether the sentence of pruning mask ``allowed`` fits the memory budget. O(1)
+        for sentences too short to reach it whatever the pruning, else O(n^2)."""
+        if self.memory_budget is None or not self.parts:
+            return True
+        N = allowed.shape[0]
+        if 40 * N ** 4 <= self.memory_budget:   # bounds the formula with every arc kept
+            return True
+        return self._fits(part_counts(allowed))
+
+    def _prune_within_budget(self, mu: np.ndarray, keep: np.ndarray,
+                             gold: np.ndarray | None) -> np.ndarray:
+        """Pruning mask (n+1, n+1) from marginals ``mu`` with ``max_heads`` halved until
+        the sentence fits the memory budget (down to 1; gold arcs added if given)."""
+        K = self.max_heads
+        while True:
+            a = prune_arcs(mu, self.threshold, K, self.single_root, keep=keep)
+            if gold is not None:
+                a[gold[1:], np.arange(1, len(gold))] = True
+            if K == 1 or self._mask_fits(a):
+                break
+            K = max(1, K // 2)
+        if K < self.max_heads:
+            self.last_tightened += 1
+            self.tightened_total += 1
+        return a
+
+    def _first_order_heads(self, enc) -> np.ndarray:
+        """The fallback of a sentence over the memory budget: the pruner's first-order
+        tree (Eisner, or Chu-Liu-Edmonds for a non-projective model). O(n^2) memory."""
+        if self.projective:
+            return self._first_order_best(enc, self.w_prune)[1]
+        scores = self.fs.arc_scores(enc, self.w_prune)
+        return chu_liu_edmonds(scores, single_root=self.single_root)
+
     def _predict(self, enc, allowed: np.ndarray, w: np.ndarray) -> np.ndarray:
         index = PartIndex.compact(allowed)
+        if self.parts and not self._fits(PartCounts(
+                index.n, int(index.grand_off.shape[0]), int(index.width[0]), index.n_sib,
+                index.n_grand, index.n_gsib, index.n_tri)):
+            self.last_fallbacks += 1
+            self.fallbacks_total += 1
+            return self._first_order_heads(enc)
         # all n^2 arc scores (the decoders read only the kept ones): the feature
         # engine's scoring kernel is faster than hashing only the kept arcs
         arc = self.fs.arc_scores(enc, w)
@@ -376,6 +474,16 @@ class HigherOrderParser:
         allowed = self._allowed_many(encs, golds)
         kept = sum(int(a.sum()) for a in allowed)
         words = sum(e.n for e in encs)
+        fit = [i for i, a in enumerate(allowed) if self._mask_fits(a)]
+        self.train_skipped = len(encs) - len(fit)
+        if self.train_skipped:
+            warnings.warn(f"{self.train_skipped} training sentence(s) over the memory budget "
+                          f"({self.memory_budget / 2**20:.4g} MiB) left out of the "
+                          f"order-{self.order} epochs (used by the first-order pruner and "
+                          f"the labeler only)", MemoryBudgetWarning, stacklevel=2)
+            encs = [encs[i] for i in fit]
+            golds = [golds[i] for i in fit]
+            allowed = [allowed[i] for i in fit]
         t2 = time.perf_counter()
         dev = [s for s in dev if len(s) > 0] if dev else []
         dev_encs = self.fs.encode(dev) if dev else []
@@ -427,12 +535,18 @@ class HigherOrderParser:
 
     # ------------------------------------------------------------------ parsing
     def _heads_of(self, encs: list) -> list[np.ndarray]:
+        self.last_fallbacks = self.last_tightened = 0
         if self.first_order_only:
             return [np.array([-1], dtype=np.int64) if enc.n == 0
                     else self._first_order_best(enc, self.w_prune)[1] for enc in encs]
         allowed = self._allowed_many(encs)
-        return [np.array([-1], dtype=np.int64) if enc.n == 0
-                else self._predict(enc, a, self.w) for enc, a in zip(encs, allowed)]
+        heads = [np.array([-1], dtype=np.int64) if enc.n == 0
+                 else self._predict(enc, a, self.w) for enc, a in zip(encs, allowed)]
+        if self.last_fallbacks:
+            warnings.warn(f"{self.last_fallbacks} sentence(s) over the order-{self.order} "
+                          f"memory budget ({self.memory_budget / 2**20:.4g} MiB) parsed at "
+                          f"first order", MemoryBudgetWarning, stacklevel=3)
+        return heads
 
     def predict_heads(self, sentences: Sequence) -> list[np.ndarray]:
         """Heads (n+1,) of every sentence."""
@@ -440,9 +554,15 @@ class HigherOrderParser:
         return self._heads_of(self.fs.encode(list(sentences)))
 
     def parse(self, sentences: Sequence) -> list:
-        """Copies of the sentences with predicted HEAD and DEPREL columns."""
+        """Copies of the sentences with predicted HEAD and DEPREL columns (DEPS ``_``).
+        Sentences over :data:`arboreal.models.pieces.MAX_WORDS` words are parsed in
+        pieces (bounded memory; counted in ``split_total``)."""
         self._check_trained()
-        sentences = list(sentences)
+        parsed, split = parse_in_pieces(self._parse_whole, sentences, self.single_root)
+        self.split_total += split
+        return parsed
+
+    def _parse_whole(self, sentences: list) -> list:
         encs = self.fs.encode(sentences)
         heads = self._heads_of(encs)
         labels = [self.labeler.predict_labels(e, h) for e, h in zip(encs, heads)]
@@ -500,35 +620,44 @@ class HigherOrderParser:
         return cls.from_file_contents(str(path), meta, arrays)
 
     @classmethod
-    def from_file_contents(cls, path: str, meta: dict, arrays: dict) -> "HigherOrderParser":
+    def from_file_contents(cls, path: str, meta: dict, arrays) -> "HigherOrderParser":
+        """A model from a file's metadata and arrays (``load_model_file``): every field
+        is type- and range-checked and every array checked against the metadata before
+        it is read (ModelError naming the file and the field)."""
+        from arboreal.models.parser import feature_set_from_file
+        from arboreal.models.serialization import MAX_WEIGHT_BITS, MetaFields
+
         if meta.get("model_type") != cls.model_type:
-            raise ModelError(f"{path}: model type {meta.get('model_type')!r} is not "
+            raise ModelError(f"{path}: model type {meta.get('model_type')!r:.40} is not "
                              f"{cls.model_type!r}")
+        fields = MetaFields(path, meta)
+        fields.int("module_version", 1, FORMAT_VERSION, default=FORMAT_VERSION)
+        o = fields.section("options")
+        C = o.number("C", 0.0, float(np.finfo(np.float64).max), default=None, lo_open=True,
+                     none_ok=True)
+        options = dict(
+            order=o.int("order", 1, 3), parts=o.strings("parts", max_items=len(KINDS)),
+            bits=o.int("bits", 10, MAX_WEIGHT_BITS), epochs=o.int("epochs", 0, 1 << 31),
+            pruner_epochs=o.int("pruner_epochs", 0, 1 << 31),
+            max_heads=o.int("max_heads", 1, 1 << 31),
+            threshold=o.number("threshold", 0.0, 1.0),
+            prune_temperature=o.number("prune_temperature", 0.0, 1e12, lo_open=True),
+            single_root=o.bool("single_root"), seed=o.int("seed", -(1 << 63), (1 << 64) - 1),
+            learner=o.choice("learner", LEARNERS, default="perceptron"),
+            C=np.inf if C is None else C, projective=o.bool("projective", default=True),
+            grand_scope=o.choice("grand_scope", GRAND_SCOPES, default="outer"),
+            projectivize=o.bool("projectivize", default=False))
+        stats = fields.json("stats", dict, default={})
         try:
-            o = meta["options"]
-            p = cls(order=o["order"], parts=o["parts"], bits=o["bits"], epochs=o["epochs"],
-                    pruner_epochs=o["pruner_epochs"], max_heads=o["max_heads"],
-                    threshold=o["threshold"], prune_temperature=o["prune_temperature"],
-                    single_root=o["single_root"], seed=o["seed"],
-                    learner=o.get("learner", "perceptron"),
-                    C=np.inf if o.get("C") is None else o["C"],
-                    projective=o.get("projective", True),
-                    grand_scope=o.get("grand_scope", "outer"),
-                    projectivize=o.get("projectivize", False))
-            fcfg = meta["features"]
-            p.features_name = fcfg["name"]
-            vocabs = get_vocabs(arrays)
-            mask = None
-            if "allowed" in arrays:
-                mask = np.unpackbits(arrays["allowed"])[: 1 << fcfg["bits"]].astype(bool)
-            p.fs = FeatureSet.from_config(fcfg, vocabs, mask)
+            p = cls(**options)
+            p.fs = feature_set_from_file(fields, arrays)
+            if p.fs.bits != p.bits:
+                raise o.fail("bits", f"is {p.bits} but the feature set has {p.fs.bits}")
+            p.features_name = p.fs.name
             p.w = get_weights(arrays, "w", 0 if p.first_order_only else p.fs.dim)
             p.w_prune = get_weights(arrays, "p", p.fs.dim)
-            lcfg = meta["labeler"]
-            p.labeler = Labeler(lcfg["templates"], get_strings(arrays, "labels"),
-                                bits=lcfg["bits"])
-            p.labeler.W = get_weights(arrays, "l", p.labeler.W.size).reshape(p.labeler.W.shape)
-            p.stats = meta.get("stats", {})
+            p.labeler = Labeler.from_file_contents(fields, arrays)
+            p.stats = stats
             p.meta = {k: meta[k] for k in ("best_epoch", "history") if k in meta}
         except (KeyError, TypeError, ValueError) as exc:
             raise ModelError(f"{path}: model file is incomplete or corrupt ({exc})") from None
@@ -550,7 +679,8 @@ def train(train_sentences: list, dev: list | None = None, order: int = 2,
     Options (``--learner-option KEY=VALUE``): C (mira only, default inf), pruner_epochs (default = epochs),
     max_heads (10), threshold (1e-4), prune_temperature (30; chosen on EWT dev:
     T=10 kept 96.8% of gold arcs and gave order 2 dev UAS 82.35, T=30 98.6% and 84.20),
-    grand_scope ("outer" or "all", with tri-siblings), projectivize (true/false).
+    grand_scope ("outer" or "all", with tri-siblings), projectivize (true/false),
+    memory_budget (bytes per training sentence, default 1 GiB; see the module docstring).
     """
     from arboreal.models.parser import EpochReport
 
@@ -563,7 +693,7 @@ def train(train_sentences: list, dev: list | None = None, order: int = 2,
     if feature_cutoff:
         raise ArborealError("--feature-cutoff is not supported with --order 2/3")
     allowed_opts = {"pruner_epochs", "max_heads", "threshold", "prune_temperature",
-                    "grand_scope", "projectivize"}
+                    "grand_scope", "projectivize", "memory_budget"}
     if learner == "mira":
         allowed_opts.add("C")
     bad = set(options) - allowed_opts
@@ -584,7 +714,9 @@ def train(train_sentences: list, dev: list | None = None, order: int = 2,
                                   C=float(options.get("C", np.inf)),
                                   projective=decoder == "eisner",
                                   grand_scope=options.get("grand_scope", "all"),
-                                  projectivize=bool(options.get("projectivize", False)))
+                                  projectivize=bool(options.get("projectivize", False)),
+                                  memory_budget=float(options.get("memory_budget",
+                                                                  DEFAULT_BUDGET)))
     except ValueError as exc:
         raise ArborealError(str(exc)) from None
     report = None

@@ -17,12 +17,17 @@ of a word is a gather of rows: O(T L).
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 from numba import njit
 
 from arboreal._prefetch import prefetch
 from arboreal.features.first_order import ATTR_INDEX, LONG
-from arboreal.features.hashing import arc_ids, compile_templates, partial_hashes
+from arboreal.features.hashing import (BETWEEN, CHILD, GRAND, HEAD, MOD, SIBLING, arc_ids,
+                                       compile_templates, partial_hashes)
+
+ANCHOR_CODES = {"h": HEAD, "m": MOD, "b": BETWEEN, "g": GRAND, "c": CHILD, "s": SIBLING}
 
 LABEL_TEMPLATES = [
     "", "m.word", "m.p5", "m.pos", "m.xpos", "m.lemma", "m.feats", "m.suf3",
@@ -38,6 +43,30 @@ LABEL_TEMPLATES = [
 ]
 
 
+#: Weight-table entries (2**bits rows x labels) a training run may allocate: training
+#: holds W (float32) and its average (float64), 12 bytes an entry. With ~50 labels
+#: (UD) the default 2**18 rows fit; thousands of distinct DEPRELs get fewer rows.
+TRAIN_TABLE_ENTRIES = 1 << 26
+#: The largest table a model file may declare (1 GiB of float32).
+MAX_TABLE_ENTRIES = 1 << 28
+MIN_BITS, MAX_BITS = 4, 24
+#: Anchors a label template may use (see ``compile_templates``): the arc and its tree
+#: context, never the words between head and modifier.
+LABEL_ANCHORS = "hmgcs"
+
+
+def fitting_bits(bits: int, n_labels: int, budget: int = TRAIN_TABLE_ENTRIES) -> int:
+    """The largest row count exponent <= ``bits`` whose table of ``n_labels`` columns has
+    at most ``budget`` entries; ValueError if even ``MIN_BITS`` does not fit."""
+    cols = max(1, n_labels)
+    while bits > MIN_BITS and (1 << bits) * cols > budget:
+        bits -= 1
+    if (1 << bits) * cols > budget:
+        raise ValueError(f"{n_labels} distinct labels are too many for the label classifier "
+                         f"(at most {budget >> MIN_BITS})")
+    return bits
+
+
 def label_templates(attrs: set[str]) -> list[str]:
     """The label templates that only read attributes in ``attrs``."""
     out = []
@@ -48,19 +77,66 @@ def label_templates(attrs: set[str]) -> list[str]:
     return out
 
 
+def check_templates(fields, key: str, templates: list[str], anchors: str) -> None:
+    """ModelError (from ``fields``, a ``MetaFields``) unless every template compiles and
+    reads only the anchors in ``anchors`` (a kernel given another anchor would read
+    tree context it is not passed)."""
+    allowed = {ANCHOR_CODES[a] for a in anchors}
+    try:
+        table = compile_templates(templates, ATTR_INDEX)
+    except (ValueError, IndexError) as exc:
+        raise fields.fail(key, f"holds a bad template ({exc})") from None
+    for t in range(table.shape[0]):
+        for slot in range(table[t, 0]):
+            if table[t, 4 + 3 * slot] not in allowed:
+                raise fields.fail(key, f"template {templates[t]!r} reads an anchor "
+                                       f"outside {', '.join(anchors)}")
+
+
 class Labeler:
     """Multiclass averaged perceptron choosing DEPREL given the tree.
 
     labels: array of str (the label set seen in training).
     templates: template strings; bits: W has 2**bits rows.
+    budget: the most entries W (2**bits x labels) may have; with more labels than
+        fit, ``bits`` is lowered (with a warning) so that training memory stays
+        bounded (a treebank with thousands of distinct DEPRELs). None: ``bits`` as
+        given (a model file, whose size the loader has checked).
     """
 
-    def __init__(self, templates: list[str], labels: np.ndarray, bits: int = 18):
+    def __init__(self, templates: list[str], labels: np.ndarray, bits: int = 18,
+                 budget: int | None = TRAIN_TABLE_ENTRIES):
         self.templates = list(templates)
         self.labels = np.asarray(labels, dtype=str)
         self.bits = int(bits)
+        if budget is not None:
+            fitted = fitting_bits(self.bits, len(self.labels), budget)
+            if fitted != self.bits:
+                warnings.warn(f"{len(self.labels)} distinct labels: the label classifier gets "
+                              f"2^{fitted} feature rows instead of 2^{self.bits}, to keep its "
+                              f"table within {budget} weights", stacklevel=2)
+                self.bits = fitted
         self.table = compile_templates(self.templates, ATTR_INDEX)
         self.W = np.zeros((1 << self.bits, max(1, len(self.labels))), dtype=np.float32)
+
+    @classmethod
+    def from_file_contents(cls, fields, arrays) -> "Labeler":
+        """The labeler of a model file: metadata section ``labeler`` (``fields`` a
+        :class:`~arboreal.models.serialization.MetaFields`), arrays ``labels`` and
+        ``l_*``. ModelError (bad metadata) or ValueError (arrays disagreeing with it)."""
+        from arboreal.models.serialization import get_strings, get_weights
+
+        section = fields.section("labeler")
+        bits = section.int("bits", MIN_BITS, MAX_BITS)
+        templates = section.strings("templates")
+        check_templates(section, "templates", templates, LABEL_ANCHORS)
+        labels = get_strings(arrays, "labels", max_count=MAX_TABLE_ENTRIES >> bits)
+        if (1 << bits) * max(1, len(labels)) > MAX_TABLE_ENTRIES:
+            raise section.fail("bits", f"with {len(labels)} labels exceeds the "
+                                       f"{MAX_TABLE_ENTRIES} weights a label table may have")
+        labeler = cls(templates, labels, bits=bits, budget=None)
+        labeler.W = get_weights(arrays, "l", labeler.W.size).reshape(labeler.W.shape)
+        return labeler
 
     def fit(self, encoded: list, heads: list, deprels: list, epochs: int, seed: int = 0) -> "Labeler":
         """Train on gold trees: encoded sentences, heads (n+1,), deprels (n+1,) of str."""

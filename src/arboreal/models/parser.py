@@ -8,21 +8,59 @@ and LAS after every epoch and keeps the best epoch's weights.
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
 from arboreal.errors import ArborealError, ModelError
-from arboreal.features.first_order import ATTRS, FeatureSet
+from arboreal.features.first_order import ATTRS, N_RESERVED, TEMPLATE_SETS, FeatureSet
 from arboreal.features.hashing import as_aligned
 from arboreal.learn import ArcFactoredData, decode, get_learner
-from arboreal.models.labeler import Labeler, label_templates
-from arboreal.models.serialization import (get_strings, get_vocabs, get_weights,
-                                           load_model_file, put_strings, put_vocabs,
-                                           put_weights, save_model_file)
+from arboreal.models.pieces import parse_in_pieces
+from arboreal.models.labeler import (MAX_TABLE_ENTRIES, TRAIN_TABLE_ENTRIES, Labeler,
+                                     check_templates, label_templates)
+from arboreal.models.serialization import (MAX_WEIGHT_BITS, MetaFields, array_shape,
+                                           get_strings, get_weights, load_model_file,
+                                           put_strings, put_vocabs, put_weights,
+                                           save_model_file)
 
 DECODERS = ("eisner", "cle", "auto")
+#: the vocabularies FeatureSet.encode looks up (every fitted feature set has all)
+VOCAB_NAMES = ("word", "p5", "suf3", "pos", "xpos", "lemma", "feats")
+#: arc feature templates read the head, the modifier and the words between them
+ARC_ANCHORS = "hmb"
+
+
+def feature_set_from_file(fields: MetaFields, arrays) -> FeatureSet:
+    """The first-order :class:`FeatureSet` of a model file: metadata section
+    ``features``, arrays ``vocab_*`` and ``allowed``, all checked (ModelError for bad
+    metadata, ValueError for arrays that disagree with it). Shared by every model type."""
+    cfg = fields.section("features")
+    templates = cfg.strings("templates")
+    check_templates(cfg, "templates", templates, ARC_ANCHORS)
+    bits = cfg.int("bits", 10, MAX_WEIGHT_BITS)
+    spread = cfg.bool("spread", False)
+    share_blocks = cfg.bool("share_blocks", False)
+    if share_blocks and not spread:
+        raise cfg.fail("share_blocks", "needs spread")
+    clean = {"name": cfg.choice("name", (*TEMPLATE_SETS, "custom")), "templates": templates,
+             "bits": bits, "cutoff": cfg.int("cutoff", 0, 2**31), "spread": spread,
+             "lowercase": cfg.bool("lowercase"), "share_blocks": share_blocks}
+    names = {k[len("vocab_"):] for k in arrays if k.startswith("vocab_") and not k.endswith("_count")}
+    if names != set(VOCAB_NAMES):
+        raise ValueError(f"vocabularies {sorted(names)}, expected {sorted(VOCAB_NAMES)}")
+    vocabs = {name: get_strings(arrays, f"vocab_{name}") for name in VOCAB_NAMES}
+    allowed = None
+    if "allowed" in arrays:
+        if array_shape(arrays, "allowed") != (((1 << bits) + 7) // 8,):
+            raise ValueError(f"the cut-off mask 'allowed' does not cover 2^{bits} weights")
+        packed = np.asarray(arrays["allowed"])
+        if packed.dtype != np.uint8:
+            raise ValueError("the cut-off mask 'allowed' is not a byte array")
+        allowed = np.unpackbits(packed)[: 1 << bits].astype(bool)
+    return FeatureSet.from_config(clean, vocabs, allowed)
 
 
 @dataclass
@@ -100,6 +138,8 @@ class Parser:
         self.label_features = label_features
         self.label_weights = (None if label_weights is None
                               else np.asarray(label_weights, dtype=np.float32))
+        #: sentences parsed in pieces so far (longer than arboreal.models.pieces.MAX_WORDS)
+        self.split_total = 0
 
     # ------------------------------------------------------------------ training
     @classmethod
@@ -154,7 +194,11 @@ class Parser:
         labels = np.unique(np.concatenate([s.deprels[1:] for s in train_sentences]).astype(str))
         used = set(ATTRS) if fs.name != "mcdonald" else {"word", "p5", "pos"}
         joint = bool(getattr(learn, "labeled", False))
-        labeler = Labeler(label_templates(used), labels, bits=label_bits if not joint else 10)
+        try:
+            # Labeler lowers the bits (warning) if 2^bits x labels would exceed its budget
+            labeler = Labeler(label_templates(used), labels, bits=label_bits if not joint else 10)
+        except ValueError as exc:
+            raise ArborealError(str(exc)) from None
         if not joint:
             labeler.fit(enc, heads, [s.deprels for s in train_sentences],
                         epochs=label_epochs if label_epochs is not None else min(epochs, 5),
@@ -167,7 +211,21 @@ class Parser:
         if joint:
             from arboreal.features.labels import LabelFeatures
 
-            lf = LabelFeatures.for_features(fs, labels, bits=label_feature_bits)
+            n_pos = N_RESERVED + len(fs.vocabs.get("pos", ()))
+            fixed = (15 + 2 * n_pos * n_pos) * max(1, len(labels))
+            lf_bits = label_feature_bits
+            while lf_bits > 8 and (1 << lf_bits) * max(1, len(labels)) + fixed > TRAIN_TABLE_ENTRIES:
+                lf_bits -= 1
+            if (1 << lf_bits) * max(1, len(labels)) + fixed > TRAIN_TABLE_ENTRIES:
+                raise ArborealError(f"{len(labels)} distinct DEPRELs and {n_pos} UPOS codes are "
+                                    "too many for joint labeled training (its label table would "
+                                    f"exceed {TRAIN_TABLE_ENTRIES} weights); train without "
+                                    "--labeled-partition")
+            if lf_bits != label_feature_bits:
+                warnings.warn(f"{len(labels)} distinct labels: the joint label features get "
+                              f"2^{lf_bits} rows instead of 2^{label_feature_bits}, to keep "
+                              f"their table within {TRAIN_TABLE_ENTRIES} weights", stacklevel=2)
+            lf = LabelFeatures.for_features(fs, labels, bits=lf_bits)
             index = {lab: i for i, lab in enumerate(labels.tolist())}
             extra = {"label_features": lf,
                      "labels": [np.array([-1] + [index[d] for d in s.deprels[1:].tolist()],
@@ -305,7 +363,14 @@ class Parser:
         return self._predict_encoded(self.features.encode(sentences))
 
     def parse(self, sentences: list) -> list:
-        """Parsed copies of ``sentences``: HEAD and DEPREL filled, everything else kept."""
+        """Parsed copies of ``sentences``: HEAD and DEPREL filled, DEPS ``_``, everything
+        else kept. Sentences over :data:`arboreal.models.pieces.MAX_WORDS` words are
+        parsed in pieces (bounded memory; counted in ``split_total``)."""
+        parsed, split = parse_in_pieces(self._parse_whole, sentences, self.single_root)
+        self.split_total += split
+        return parsed
+
+    def _parse_whole(self, sentences: list) -> list:
         heads, labels = self.predict(sentences)
         return [s.with_tree(h, d) for s, h, d in zip(sentences, heads, labels)]
 
@@ -335,35 +400,47 @@ class Parser:
         return cls.from_file_contents(str(path), meta, arrays)
 
     @classmethod
-    def from_file_contents(cls, path: str, meta: dict, arrays: dict) -> "Parser":
+    def from_file_contents(cls, path: str, meta: dict, arrays) -> "Parser":
+        """A parser from a model file's metadata and arrays (:func:`load_model_file`);
+        every field and array is checked against the others, ModelError naming the
+        file and the field on any problem."""
         if meta.get("model_type") != cls.model_type:
-            raise ModelError(f"{path}: model type {meta.get('model_type')!r} is not "
+            raise ModelError(f"{path}: model type {meta.get('model_type')!r:.40} is not "
                              f"{cls.model_type!r}")
+        fields = MetaFields(path, meta)
+        decoder = fields.choice("decoder", ("eisner", "cle"))
+        single_root = fields.bool("single_root")
         try:
-            fcfg = meta["features"]
-            vocabs = get_vocabs(arrays)
-            allowed = None
-            if "allowed" in arrays:
-                allowed = np.unpackbits(arrays["allowed"])[: 1 << fcfg["bits"]].astype(bool)
-            fs = FeatureSet.from_config(fcfg, vocabs, allowed)
+            fs = feature_set_from_file(fields, arrays)
             weights = get_weights(arrays, "w", fs.dim)
-            lcfg = meta["labeler"]
-            labels = get_strings(arrays, "labels")
-            labeler = Labeler(lcfg["templates"], labels, bits=lcfg["bits"])
-            labeler.W = get_weights(arrays, "l", labeler.W.size).reshape(labeler.W.shape)
-            decoder = meta["decoder"]
-            single_root = bool(meta["single_root"])
+            labeler = Labeler.from_file_contents(fields, arrays)
             lf = lv = None
-            if "label_features" in meta:  # jointly labeled model; older files have none
-                from arboreal.features.labels import LabelFeatures
-
-                lf = LabelFeatures.from_config(meta["label_features"], labels)
+            if fields.has("label_features"):  # jointly labeled model; older files have none
+                lf = label_features_from_file(fields, labeler.labels, len(fs.vocabs["pos"]))
                 lv = get_weights(arrays, "lv", lf.dim)
         except (KeyError, TypeError, ValueError) as exc:
             raise ModelError(f"{path}: model file is incomplete or corrupt ({exc})") from None
-        if decoder not in ("eisner", "cle"):
-            raise ModelError(f"{path}: unknown decoder {decoder!r} in model file")
         rest = {k: v for k, v in meta.items()
                 if k not in ("format", "format_version", "model_type", "decoder", "single_root",
                              "features", "labeler", "label_features")}
         return cls(fs, weights, labeler, decoder, single_root, rest, lf, lv)
+
+
+def label_features_from_file(fields: MetaFields, labels: np.ndarray, n_pos_vocab: int):
+    """The :class:`~arboreal.features.labels.LabelFeatures` of a jointly labeled model
+    file (metadata section ``label_features``), checked against the labels and the
+    UPOS vocabulary it was built with."""
+    from arboreal.features.labels import LabelFeatures
+
+    cfg = fields.section("label_features")
+    n_pos = cfg.int("n_pos", N_RESERVED + n_pos_vocab, N_RESERVED + n_pos_vocab)
+    bits = cfg.int("bits", 8, 24)
+    head = cfg.strings("head_templates")
+    mod = cfg.strings("mod_templates")
+    check_templates(cfg, "head_templates", head, "h")
+    check_templates(cfg, "mod_templates", mod, "m")
+    L = max(1, len(labels))
+    if ((1 << bits) + 15 + 2 * n_pos * n_pos) * L > MAX_TABLE_ENTRIES:
+        raise cfg.fail("bits", f"with {len(labels)} labels and {n_pos} UPOS codes exceeds "
+                               f"the {MAX_TABLE_ENTRIES} weights a label table may have")
+    return LabelFeatures(labels, n_pos, head, mod, bits)

@@ -10,13 +10,28 @@ Writes go to a temporary file in the target directory and are renamed into place
 (atomic). Any problem reading a
 file (missing, truncated, not a zip, foreign npz, wrong version) raises
 :class:`~arboreal.errors.ModelError` naming the file.
+
+Reading is defensive, since a model file may come from anyone: the zip's member
+names, sizes and compression methods and every ``.npy`` header (dtype, shape, and
+the byte count it implies) are checked before any array data is inflated, arrays
+are read only when a loader asks for one (:class:`ModelArrays`), after it has
+checked the shape against the metadata (:func:`get_weights`, :func:`get_strings`),
+and every metadata field a loader reads goes through :class:`MetaFields` (type and
+range, the field named in the error).
 """
 from __future__ import annotations
 
 import json
+import lzma
+import math
 import os
+import re
+import struct
 import zipfile
+import zlib
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any, Iterator
 
 import numpy as np
 from numba import njit
@@ -73,6 +88,34 @@ FORMAT_VERSION = 1
 
 STORED_SUFFIX = "_nz"   # members whose name ends so are written without compression
 
+#: Largest hashed weight vector a trainer writes: ``--hash-bits`` and FeatureSet
+#: accept 10..30, so 2**30 float32 weights (4 GiB dense) is a legitimate vector.
+MAX_WEIGHT_BITS = 30
+#: One member: a dense float32 vector of 2**MAX_WEIGHT_BITS weights plus its header.
+MAX_MEMBER_BYTES = 4 * (1 << MAX_WEIGHT_BITS) + (1 << 16)
+#: All members together: a higher-order model holds two such vectors (model and
+#: pruner) plus their bitmaps, the label classifier and the vocabularies.
+MAX_TOTAL_BYTES = 2 * MAX_MEMBER_BYTES + (1 << 31)
+#: The JSON metadata (templates, options, training history) is small in any real model.
+MAX_META_BYTES = 1 << 24
+#: One string list (a vocabulary or the label set): bytes and entries.
+MAX_STRING_BYTES = 1 << 28
+MAX_STRINGS = 1 << 24
+MAX_MEMBERS = 256
+#: numpy's own default limit for a .npy header (it parses the header with literal_eval)
+MAX_HEADER_BYTES = 10_000
+#: Weights of a trained model are far below this; larger ones (a corrupted exponent)
+#: would make sums of scores overflow to inf and decoding meaningless.
+MAX_ABS_WEIGHT = 1e30
+
+_MEMBER_NAME = re.compile(r"[A-Za-z0-9_]{1,64}\.npy")
+_ARRAY_KINDS = "biufU"
+# the zip library's errors for corrupt members (flipped bits in compressed data or
+# in the local headers), besides BadZipFile
+_ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, lzma.LZMAError,
+               EOFError, OSError, NotImplementedError, RuntimeError, struct.error,
+               OverflowError, ValueError, KeyError)
+
 
 def save_model_file(path: str | os.PathLike, meta: dict, arrays: dict[str, np.ndarray]) -> None:
     """Write ``meta`` (JSON-able; format keys added) and ``arrays`` atomically to ``path``.
@@ -101,30 +144,304 @@ def save_model_file(path: str | os.PathLike, meta: dict, arrays: dict[str, np.nd
     atomic_write(path, write)
 
 
-def load_model_file(path: str | os.PathLike) -> tuple[dict, dict[str, np.ndarray]]:
-    """Read a model file: ``(meta, arrays)``; ModelError on any problem."""
+def _read_npy_header(f, size: int) -> tuple[tuple[int, ...], np.dtype, bool]:
+    """(shape, dtype, fortran_order) of the .npy member ``f`` of ``size`` bytes, checked:
+    a plain numeric or str dtype (never object, structured or sub-array) and a shape
+    whose byte count is exactly what follows the header. Reads only the header.
+    ValueError on any problem."""
+    prefix = f.read(12)
+    if len(prefix) < 10 or prefix[:6] != b"\x93NUMPY":
+        raise ValueError("not a .npy array")
+    version = (prefix[6], prefix[7])
+    if version == (1, 0):
+        hlen, start = struct.unpack("<H", prefix[8:10])[0], 10
+    elif version == (2, 0) and len(prefix) == 12:
+        hlen, start = struct.unpack("<I", prefix[8:12])[0], 12
+    else:
+        raise ValueError(f".npy format version {version[0]}.{version[1]} is not supported")
+    if hlen > MAX_HEADER_BYTES or start + hlen > size:
+        raise ValueError(f".npy header of {hlen} bytes is too long")
+    f.seek(0)
+    np.lib.format.read_magic(f)
+    read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+            else np.lib.format.read_array_header_2_0)
+    try:
+        shape, fortran, dtype = read(f, max_header_size=MAX_HEADER_BYTES)
+    except (SyntaxError, RecursionError, MemoryError, TypeError) as exc:
+        raise ValueError(f"unreadable .npy header ({exc.__class__.__name__})") from None
+    if (dtype.hasobject or dtype.names is not None or dtype.subdtype is not None
+            or dtype.kind not in _ARRAY_KINDS):
+        raise ValueError(f"array type {dtype.str!r} is not allowed in a model file")
+    if not isinstance(shape, tuple) or len(shape) > 8 or not all(
+            isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape):
+        raise ValueError(f"bad array shape {shape!r}")
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes != size - f.tell():
+        raise ValueError(f"the header declares {math.prod(shape)} values ({nbytes} bytes) "
+                         f"but the member holds {size - f.tell()} bytes of data")
+    return shape, dtype, bool(fortran)
+
+
+class ModelArrays(Mapping):
+    """The arrays of a model file, read from the file only when asked for.
+
+    Every member's header was checked when the file was opened, so :meth:`shape` and
+    :meth:`dtype` cost nothing and a loader can compare them with its metadata before
+    any data is inflated. ``arrays[name]`` reads (once) with ``allow_pickle=False``
+    and raises :class:`ModelError` naming the file if the member is corrupt.
+    """
+
+    def __init__(self, path: str, headers: dict[str, tuple[tuple[int, ...], np.dtype, bool, int]]):
+        self.path = path
+        self._headers = headers
+        self._cache: dict[str, np.ndarray] = {}
+
+    def shape(self, name: str) -> tuple[int, ...]:
+        """The declared shape of member ``name`` (KeyError if there is none)."""
+        return self._headers[name][0]
+
+    def dtype(self, name: str) -> np.dtype:
+        """The declared dtype of member ``name`` (KeyError if there is none)."""
+        return self._headers[name][1]
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        if name not in self._cache:
+            self._cache[name] = self._read(name)
+        return self._cache[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._headers)
+
+    def __len__(self) -> int:
+        return len(self._headers)
+
+    def _take(self, name: str) -> np.ndarray:
+        """Read member ``name`` and drop it from the mapping (the metadata)."""
+        arr = self._read(name)
+        del self._headers[name]
+        return arr
+
+    def _read(self, name: str) -> np.ndarray:
+        shape, dtype, fortran, size = self._headers[name]
+        try:
+            with zipfile.ZipFile(self.path) as zf:
+                info = zf.getinfo(name + ".npy")
+                if info.file_size != size:
+                    raise ValueError("the file changed while it was read")
+                with zf.open(info) as f:
+                    if _read_npy_header(f, size) != (shape, dtype, fortran):
+                        raise ValueError("the file changed while it was read")
+                    f.seek(0)
+                    arr = np.lib.format.read_array(f, allow_pickle=False,
+                                                   max_header_size=MAX_HEADER_BYTES)
+                    f.read(1)   # reaching the end checks the member's CRC
+        except _ZIP_ERRORS as exc:
+            raise ModelError(f"{self.path}: not a readable arboreal model file (member "
+                             f"{name}: {exc.__class__.__name__}: {exc})") from None
+        return arr
+
+
+def open_model_file(path: str | os.PathLike) -> tuple[dict, ModelArrays]:
+    """Check a model file's zip structure, member sizes and ``.npy`` headers and read
+    its metadata: ``(meta, arrays)`` with the arrays not read yet (:class:`ModelArrays`).
+    ModelError naming the file on any problem."""
     path = str(path)
     if not os.path.exists(path):
         raise ModelError(f"{path}: no such model file")
     if os.path.isdir(path):
         raise ModelError(f"{path}: is a directory, not a model file")
+    headers: dict = {}
     try:
-        with np.load(path, allow_pickle=False) as z:
-            if not hasattr(z, "files") or "__meta__" not in z.files:
-                raise ModelError(f"{path}: not an arboreal model (no metadata)")
-            meta = json.loads(str(z["__meta__"]))
-            arrays = {k: z[k] for k in z.files if k != "__meta__"}
+        if not zipfile.is_zipfile(path):
+            raise ModelError(f"{path}: not an arboreal model file")
+        with zipfile.ZipFile(path) as zf:
+            infos = zf.infolist()
+            if len(infos) > MAX_MEMBERS:
+                raise ModelError(f"{path}: not an arboreal model file ({len(infos)} members)")
+            total = 0
+            for info in infos:
+                name = info.filename
+                if not _MEMBER_NAME.fullmatch(name):
+                    raise ModelError(f"{path}: not an arboreal model file "
+                                     f"(unexpected member {name[:80]!r})")
+                key = name[:-4]
+                if key in headers:
+                    raise ModelError(f"{path}: corrupt model file (member {name} appears twice)")
+                if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+                    raise ModelError(f"{path}: corrupt model file (member {name}: "
+                                     f"compression method {info.compress_type})")
+                if info.flag_bits & 0x1:
+                    raise ModelError(f"{path}: corrupt model file (member {name} is encrypted)")
+                limit = MAX_META_BYTES if key == "__meta__" else MAX_MEMBER_BYTES
+                if info.file_size > limit:
+                    raise ModelError(f"{path}: corrupt model file (member {name} would inflate "
+                                     f"to {info.file_size} bytes, more than the {limit} "
+                                     "a model member can have)")
+                total += info.file_size
+                if total > MAX_TOTAL_BYTES:
+                    raise ModelError(f"{path}: corrupt model file (its members would inflate "
+                                     f"to more than the {MAX_TOTAL_BYTES} bytes a model can have)")
+                with zf.open(info) as f:
+                    try:
+                        shape, dtype, fortran = _read_npy_header(f, info.file_size)
+                    except ValueError as exc:
+                        raise ModelError(f"{path}: corrupt model file (member {name}: "
+                                         f"{exc})") from None
+                headers[key] = (shape, dtype, fortran, info.file_size)
+            if "__meta__" not in headers:
+                raise ModelError(f"{path}: not an arboreal model file (no metadata)")
+            if headers["__meta__"][0] != () or headers["__meta__"][1].kind != "U":
+                raise ModelError(f"{path}: not an arboreal model file (bad metadata)")
     except ModelError:
         raise
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError, json.JSONDecodeError,
-            zipfile.LargeZipFile, RuntimeError) as exc:
-        raise ModelError(f"{path}: not a readable arboreal model file ({exc.__class__.__name__}: {exc})") from None
+    except _ZIP_ERRORS as exc:
+        raise ModelError(f"{path}: not a readable arboreal model file "
+                         f"({exc.__class__.__name__}: {exc})") from None
+    arrays = ModelArrays(path, headers)
+    text = str(arrays._take("__meta__"))
+    try:
+        meta = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise ModelError(f"{path}: not an arboreal model file (metadata is not JSON: "
+                         f"{exc.__class__.__name__})") from None
     if not isinstance(meta, dict) or meta.get("format") != FORMAT:
         raise ModelError(f"{path}: not an arboreal model (foreign .npz file)")
     if meta.get("format_version") != FORMAT_VERSION:
-        raise ModelError(f"{path}: model format version {meta.get('format_version')!r} is not "
-                         f"supported (this arboreal reads version {FORMAT_VERSION})")
+        raise ModelError(f"{path}: model format version {meta.get('format_version')!r:.40} is "
+                         f"not supported (this arboreal reads version {FORMAT_VERSION})")
     return meta, arrays
+
+
+def load_model_file(path: str | os.PathLike) -> tuple[dict, ModelArrays]:
+    """Read a model file: ``(meta, arrays)``; ModelError on any problem.
+
+    The arrays are read lazily (:class:`ModelArrays`, a read-only mapping): a member
+    is inflated only when a loader asks for it, after its header was checked.
+    """
+    return open_model_file(path)
+
+
+_REQUIRED: Any = object()
+
+
+class MetaFields:
+    """Typed, range-checked access to one JSON object of a model file's metadata.
+
+    Every accessor raises :class:`ModelError` naming the file and the field (dotted
+    path) when the field is missing (and has no default), has the wrong JSON type or
+    lies outside its range; booleans are never accepted as numbers.
+    """
+
+    def __init__(self, path: str, data: Any, where: str = ""):
+        self.path = path
+        self.where = where
+        if not isinstance(data, dict):
+            raise self._error("", "is not a JSON object")
+        self.data = data
+
+    def _error(self, key: str, problem: str) -> ModelError:
+        name = f"{self.where}.{key}" if self.where and key else (self.where or key or "metadata")
+        return ModelError(f"{self.path}: model metadata field {name!r} {problem}")
+
+    def _get(self, key: str, default: Any) -> Any:
+        if key in self.data:
+            return self.data[key]
+        if default is _REQUIRED:
+            raise self._error(key, "is missing")
+        return default
+
+    def has(self, key: str) -> bool:
+        """Whether ``key`` is present."""
+        return key in self.data
+
+    def section(self, key: str) -> "MetaFields":
+        """The nested object ``key``."""
+        value = self._get(key, _REQUIRED)
+        if not isinstance(value, dict):
+            raise self._error(key, "is not a JSON object")
+        return MetaFields(self.path, value, f"{self.where}.{key}" if self.where else key)
+
+    def int(self, key: str, lo: int, hi: int, default: Any = _REQUIRED) -> int:
+        """An integer in [lo, hi]."""
+        value = self._get(key, default)
+        if value is default and default is not _REQUIRED:
+            return value
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise self._error(key, f"must be an integer, not {type(value).__name__}")
+        if not lo <= value <= hi:
+            raise self._error(key, f"must lie in {lo}..{hi}")
+        return value
+
+    def number(self, key: str, lo: float, hi: float, default: Any = _REQUIRED,
+               lo_open: bool = False, none_ok: bool = False) -> float | None:
+        """A finite number in [lo, hi] ((lo, hi] with ``lo_open``); None if ``none_ok``."""
+        value = self._get(key, default)
+        if value is default and default is not _REQUIRED:
+            return value
+        if value is None and none_ok:
+            return None
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise self._error(key, f"must be a number, not {type(value).__name__}")
+        value = float(value)
+        if not (math.isfinite(value) and (lo < value if lo_open else lo <= value) and value <= hi):
+            raise self._error(key, f"must lie in {'(' if lo_open else '['}{lo}, {hi}]")
+        return value
+
+    def bool(self, key: str, default: Any = _REQUIRED) -> bool:
+        """true or false."""
+        value = self._get(key, default)
+        if not isinstance(value, bool):
+            raise self._error(key, f"must be true or false, not {type(value).__name__}")
+        return value
+
+    def choice(self, key: str, choices, default: Any = _REQUIRED) -> str:
+        """One of the strings ``choices``."""
+        value = self._get(key, default)
+        if not isinstance(value, str) or value not in choices:
+            raise self._error(key, f"must be one of {', '.join(map(str, choices))}")
+        return value
+
+    def strings(self, key: str, max_items: int = 4096, max_length: int = 256,
+                default: Any = _REQUIRED) -> list[str]:
+        """A list of at most ``max_items`` strings of at most ``max_length`` characters."""
+        value = self._get(key, default)
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            raise self._error(key, "must be a list of strings")
+        if len(value) > max_items or any(len(v) > max_length for v in value):
+            raise self._error(key, f"must hold at most {max_items} strings of at most "
+                                   f"{max_length} characters")
+        return list(value)
+
+    def json(self, key: str, kind: type, default: Any = _REQUIRED) -> Any:
+        """Any JSON value of Python type ``kind`` (dict, list, ...), not interpreted."""
+        value = self._get(key, default)
+        if not isinstance(value, kind):
+            raise self._error(key, f"must be a JSON {kind.__name__}")
+        return value
+
+    def fail(self, key: str, problem: str) -> ModelError:
+        """A ModelError about field ``key`` (for checks across fields)."""
+        return self._error(key, problem)
+
+
+def array_shape(arrays: Mapping, name: str) -> tuple[int, ...]:
+    """Shape of array ``name`` without reading it from a :class:`ModelArrays`
+    (KeyError if absent)."""
+    if isinstance(arrays, ModelArrays):
+        return arrays.shape(name)
+    return np.shape(arrays[name])
+
+
+def _check_vector(arrays: Mapping, name: str, max_size: int) -> None:
+    shape = array_shape(arrays, name)
+    if len(shape) != 1 or shape[0] > max_size:
+        raise ValueError(f"{name} has shape {shape}, expected a vector of at most "
+                         f"{max_size} values")
+
+
+def _check_values(name: str, values: np.ndarray) -> None:
+    if values.size and not (np.isfinite(values).all() and np.abs(values).max() <= MAX_ABS_WEIGHT):
+        raise ValueError(f"{name} holds non-finite or implausibly large weights")
 
 
 def put_weights(arrays: dict, prefix: str, w: np.ndarray) -> None:
@@ -140,17 +457,23 @@ def put_weights(arrays: dict, prefix: str, w: np.ndarray) -> None:
     arrays[f"{prefix}_nz"] = flat[nonzero]
 
 
-def get_weights(arrays: dict, prefix: str, size: int) -> np.ndarray:
+def get_weights(arrays: Mapping, prefix: str, size: int) -> np.ndarray:
     """Inverse of :func:`put_weights`: a float32 vector of ``size`` weights (64-byte aligned).
 
     Also reads the encodings of earlier files (``prefix_idx`` + ``prefix_val``, or
-    ``prefix_dense``). ValueError if the stored vector does not have ``size`` weights.
+    ``prefix_dense``). ValueError if the stored vector does not have ``size`` weights
+    (checked on the headers before anything is read from a :class:`ModelArrays`) or
+    holds non-finite or implausibly large values.
     """
     if f"{prefix}_mask" in arrays:
+        mask_shape = array_shape(arrays, f"{prefix}_mask")
+        if mask_shape != ((size + 7) // 8,):
+            raise ValueError(f"{prefix}_mask covers {8 * math.prod(mask_shape)} weights, "
+                             f"expected {size}")
+        _check_vector(arrays, f"{prefix}_nz", size)
         bits = np.asarray(arrays[f"{prefix}_mask"], dtype=np.uint8)
         values = np.asarray(arrays[f"{prefix}_nz"], dtype=np.float32)
-        if bits.size != (size + 7) // 8:
-            raise ValueError(f"{prefix}_mask covers {8 * bits.size} weights, expected {size}")
+        _check_values(f"{prefix}_nz", values)
         out = aligned_zeros(size)
         used = _scatter_bitmap(bits, values, out)
         if used != values.size:
@@ -158,17 +481,27 @@ def get_weights(arrays: dict, prefix: str, size: int) -> np.ndarray:
                              f"{int(np.unpackbits(bits, count=size).sum())} non-zero weights")
         return out
     if f"{prefix}_dense" in arrays:
+        if array_shape(arrays, f"{prefix}_dense") != (size,):
+            raise ValueError(f"{prefix}_dense has shape {array_shape(arrays, f'{prefix}_dense')}, "
+                             f"expected ({size},)")
         dense = np.asarray(arrays[f"{prefix}_dense"], dtype=np.float32)
-        if dense.shape != (size,):
-            raise ValueError(f"{prefix}_dense has {dense.size} weights, expected {size}")
+        _check_values(f"{prefix}_dense", dense)
         out = aligned_zeros(size)
         out[:] = dense
         return out
+    _check_vector(arrays, f"{prefix}_idx", size)
+    _check_vector(arrays, f"{prefix}_val", size)
+    if array_shape(arrays, f"{prefix}_idx") != array_shape(arrays, f"{prefix}_val"):
+        raise ValueError(f"{prefix}_idx and {prefix}_val differ in length")
     idx = np.asarray(arrays[f"{prefix}_idx"])
+    if idx.dtype.kind not in "iu":
+        raise ValueError(f"{prefix}_idx: weight indices must be integers")
+    val = np.asarray(arrays[f"{prefix}_val"], dtype=np.float32)
+    _check_values(f"{prefix}_val", val)
     out = aligned_zeros(size)
     if idx.size and (idx.min() < 0 or idx.max() >= size):
         raise ValueError(f"{prefix}_idx: weight index out of range")
-    out[idx] = arrays[f"{prefix}_val"]
+    out[idx] = val
     return out
 
 
@@ -179,17 +512,46 @@ def put_strings(arrays: dict, name: str, strings) -> None:
     arrays[name + "_count"] = np.array(len(strings), dtype=np.int64)
 
 
-def get_strings(arrays: dict, name: str) -> np.ndarray:
-    """Inverse of :func:`put_strings` (also reads a plain str array): a str array."""
-    arr = np.asarray(arrays[name])
-    if arr.dtype.kind == "U":
-        return arr
-    count = int(arrays[name + "_count"])
+def get_strings(arrays: Mapping, name: str, max_count: int = MAX_STRINGS) -> np.ndarray:
+    """Inverse of :func:`put_strings` (also reads a plain str array): a str array.
+
+    ValueError if the buffer is larger than :data:`MAX_STRING_BYTES`, holds more than
+    ``max_count`` strings or disagrees with its count (checked before decoding).
+    """
+    shape = array_shape(arrays, name)
+    if isinstance(arrays, ModelArrays):
+        dtype = arrays.dtype(name)
+        nbytes = math.prod(shape) * dtype.itemsize
+    else:
+        dtype = np.asarray(arrays[name]).dtype
+        nbytes = np.asarray(arrays[name]).nbytes
+    if len(shape) != 1:
+        raise ValueError(f"{name} is not a list of strings (shape {shape})")
+    if nbytes > MAX_STRING_BYTES:
+        raise ValueError(f"{name} holds {nbytes} bytes of strings, more than {MAX_STRING_BYTES}")
+    if dtype.kind == "U":
+        if shape[0] > max_count:
+            raise ValueError(f"{name} holds {shape[0]} strings, more than {max_count}")
+        return np.asarray(arrays[name])
+    if dtype != np.uint8:
+        raise ValueError(f"{name} is not a UTF-8 buffer (type {dtype.str})")
+    if array_shape(arrays, name + "_count") != ():
+        raise ValueError(f"{name}_count is not one number")
+    count_arr = np.asarray(arrays[name + "_count"])
+    if count_arr.dtype.kind not in "iu":
+        raise ValueError(f"{name}_count is not an integer")
+    count = int(count_arr)
+    if not 0 <= count <= max_count:
+        raise ValueError(f"{name}_count {count} is out of range 0..{max_count}")
+    arr = np.asarray(arrays[name]).reshape(-1)
     if count == 0:
+        if arr.size:
+            raise ValueError(f"{name} holds strings but its count is 0")
         return np.zeros(0, dtype=str)
+    if int(np.count_nonzero(arr == 10)) != count - 1:
+        raise ValueError(f"{name} holds {int(np.count_nonzero(arr == 10)) + 1} strings, "
+                         f"expected {count}")
     out = arr.tobytes().decode("utf-8").split("\n")
-    if len(out) != count:
-        raise ValueError(f"{name} holds {len(out)} strings, expected {count}")
     return np.array(out, dtype=str)
 
 

@@ -566,7 +566,7 @@ def _logspace(S, n, beta, want, c, LW, LG, lr, lrbar, ldk, lu, lv, mu, mv, perm,
     return logz
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _mtt_batch(scores, lengths, order, lanes, single_root, want, logz, out, bad, used_log,
                force_log=False):
     """log Z (and marginals into ``out`` when ``want``) for every sentence.

@@ -28,6 +28,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from arboreal._interrupt import interruptible
 from arboreal.inference._batch import as_batch
 from arboreal.inference.inside_outside import _io_batch
 from arboreal.inference.matrix_tree import _mtt_batch
@@ -62,8 +63,8 @@ def _run(scores, projective, single_root, labeled, lengths, want, force_log=Fals
         lanes = max(1, min(_MAX_LANES, B, _LANE_BYTES // (8 * N1 * N1)))
         order = np.argsort(-lengths, kind="stable")
         used_log = np.zeros(B, dtype=np.bool_)
-        _mtt_batch(arcs, lengths, order, lanes, bool(single_root), want, logz, out, bad,
-                   used_log, force_log)
+        interruptible(_mtt_batch, arcs, lengths, order, lanes, bool(single_root), want, logz,
+                      out, bad, used_log, force_log, work=float(N1) ** 3)
     if bad.any():
         b = int(np.flatnonzero(bad)[0])
         where = "" if single else f" (sentence {b} of the batch)"
@@ -131,5 +132,6 @@ def sentence_marginals_kernel(scores, projective, single_root, out):
     else:
         order = np.zeros(1, dtype=np.int64)
         used_log = np.zeros(1, dtype=np.bool_)
-        _mtt_batch(scores, lengths, order, 1, single_root, True, logz, out, bad, used_log, False)
+        interruptible(_mtt_batch, scores, lengths, order, 1, single_root, True, logz, out, bad,
+                      used_log, False, work=float(lengths[0] + 1) ** 3)
     return np.nan if bad[0] else logz[0]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from arboreal._interrupt import interruptible
 from arboreal.inference.higher_order.memory import DECODER_LIMIT, check_chart_budget
 from arboreal.inference.higher_order.parts import PartIndex, check_arc, dense_sizes, flat
 from arboreal.inference.higher_order.third_order import _charts, _row
@@ -26,7 +27,7 @@ from arboreal.inference.higher_order.third_order import _charts, _row
 NEG = -np.inf
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _grandparent(arc, slot, arcid, grand_off, grand, use_grand, single_root):
     n = arc.shape[0] - 1
     N = n + 1
@@ -161,8 +162,8 @@ def grandparent_decode(arc: np.ndarray, grand: np.ndarray | None = None, *,
         index = PartIndex.dense(n, allowed)
     gr, used = flat(grand, index.n_grand, "grand")
     check_chart_budget("grandparent", n, index.grand_off.shape[0] + 1, memory_budget)
-    heads, best = _grandparent(arc, index.slot, index.arcid, index.grand_off, gr, used,
-                               single_root)
+    heads, best = interruptible(_grandparent, arc, index.slot, index.arcid, index.grand_off,
+                                gr, used, single_root, work=float(n + 1) ** 3)
     if n > 0 and best == NEG:
         raise ValueError("no projective tree uses only the allowed arcs")
     return heads

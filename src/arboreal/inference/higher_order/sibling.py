@@ -20,12 +20,13 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from arboreal._interrupt import interruptible
 from arboreal.inference.higher_order.parts import PartIndex, check_arc, dense_sizes, flat
 
 NEG = -np.inf
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _sibling(arc, slot, width, sib_off, sib, use_sib, single_root):
     n = arc.shape[0] - 1
     N = n + 1
@@ -179,7 +180,8 @@ def sibling_decode(arc: np.ndarray, sib: np.ndarray | None = None, *, single_roo
         dense_sizes(n, arc, sib=sib)
         index = PartIndex.dense(n, allowed)
     s, used = flat(sib, index.n_sib, "sib")
-    heads, best = _sibling(arc, index.slot, index.width, index.sib_off, s, used, single_root)
+    heads, best = interruptible(_sibling, arc, index.slot, index.width, index.sib_off, s, used,
+                                single_root, work=float(n + 1) ** 3)
     if n > 0 and best == NEG:
         raise ValueError("no projective tree uses only the allowed arcs")
     return heads

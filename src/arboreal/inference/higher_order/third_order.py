@@ -46,6 +46,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from arboreal._interrupt import interruptible
 from arboreal.inference.higher_order.memory import DECODER_LIMIT, check_chart_budget
 from arboreal.inference.higher_order.parts import PartIndex, check_arc, dense_sizes, flat
 
@@ -203,7 +204,7 @@ def _backtrack_start(N, n, root, single_root, heads, cols):
     return stack, 1
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _model1(arc, slot, width, arcid, sib_off, grand_off, gsib_off, sib, grand, gsib,
             use_sib, use_grand, use_gsib, single_root):
     n = arc.shape[0] - 1
@@ -316,7 +317,7 @@ def _model1(arc, slot, width, arcid, sib_off, grand_off, gsib_off, sib, grand, g
     return heads, best
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _model2(arc, slot, width, arcid, sib_off, grand_off, gsib_off, tri_off, sib, grand, gsib,
             tri, use_sib, use_grand, use_gsib, use_tri, single_root):
     n = arc.shape[0] - 1
@@ -450,7 +451,7 @@ def _model2(arc, slot, width, arcid, sib_off, grand_off, gsib_off, tri_off, sib,
     return heads, best
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def _model2_all(arc, slot, width, arcid, sib_off, grand_off, gsib_off, tri_off, n_gsib, sib,
                 grand, gsib, tri, use_sib, use_grand, use_gsib, use_tri, single_root):
     """Every part for every child: arc, sib, trisib, grand and gsib (see
@@ -625,8 +626,9 @@ def grand_sibling_decode(arc: np.ndarray, sib: np.ndarray | None = None,
     g, ug = flat(grand, index.n_grand, "grand")
     gs, ugs = flat(gsib, index.n_gsib, "gsib")
     check_chart_budget("model1", n, index.grand_off.shape[0] + 1, memory_budget)
-    heads, best = _model1(arc, index.slot, index.width, index.arcid, index.sib_off,
-                          index.grand_off, index.gsib_off, s, g, gs, us, ug, ugs, single_root)
+    heads, best = interruptible(_model1, arc, index.slot, index.width, index.arcid,
+                                index.sib_off, index.grand_off, index.gsib_off, s, g, gs, us,
+                                ug, ugs, single_root, work=float(n + 1) ** 3)
     if n > 0 and best == NEG:
         raise ValueError("no projective tree uses only the allowed arcs")
     return heads
@@ -656,9 +658,10 @@ def tri_sibling_decode(arc: np.ndarray, sib: np.ndarray | None = None,
     gs, ugs = flat(gsib, index.n_gsib, "gsib")
     t, ut = flat(trisib, index.n_tri, "trisib")
     check_chart_budget("model2", n, index.grand_off.shape[0] + 1, memory_budget)
-    heads, best = _model2(arc, index.slot, index.width, index.arcid, index.sib_off,
-                          index.grand_off, index.gsib_off, index.tri_off, s, g, gs, t,
-                          us, ug, ugs, ut, single_root)
+    heads, best = interruptible(_model2, arc, index.slot, index.width, index.arcid,
+                                index.sib_off, index.grand_off, index.gsib_off, index.tri_off,
+                                s, g, gs, t, us, ug, ugs, ut, single_root,
+                                work=float(n + 1) ** 3)
     if n > 0 and best == NEG:
         raise ValueError("no projective tree uses only the allowed arcs")
     return heads
@@ -691,9 +694,10 @@ def grand_tri_sibling_decode(arc: np.ndarray, sib: np.ndarray | None = None,
     t, ut = flat(trisib, index.n_tri, "trisib")
     check_chart_budget("model2_all", n, index.grand_off.shape[0] + 1, memory_budget,
                        index.n_gsib, int(index.width[0]))
-    heads, best = _model2_all(arc, index.slot, index.width, index.arcid, index.sib_off,
-                              index.grand_off, index.gsib_off, index.tri_off, index.n_gsib,
-                              s, g, gs, t, us, ug, ugs, ut, single_root)
+    heads, best = interruptible(_model2_all, arc, index.slot, index.width, index.arcid,
+                                index.sib_off, index.grand_off, index.gsib_off, index.tri_off,
+                                index.n_gsib, s, g, gs, t, us, ug, ugs, ut, single_root,
+                                work=float(n + 1) ** 3)
     if n > 0 and best == NEG:
         raise ValueError("no projective tree uses only the allowed arcs")
     return heads

@@ -1,0 +1,55 @@
+"""Long compiled calls run where Ctrl-C reaches them at once (arboreal._interrupt)."""
+from __future__ import annotations
+
+import signal
+import threading
+import time
+
+import numpy as np
+import pytest
+from numba import njit
+
+import arboreal._interrupt as interrupt
+from arboreal.inference import marginals
+
+
+@njit(nogil=True)
+def _spin(seconds_of_work, out):
+    x = 0.0
+    for i in range(seconds_of_work):
+        x += np.sqrt(i + 1.0)
+    out[0] = x
+    if seconds_of_work < 0:
+        raise ValueError("negative work")
+    return x
+
+
+def test_results_and_errors_come_back_through_the_worker():
+    out = np.zeros(1)
+    assert interrupt.interruptible(_spin, 1000, out, work=1e12) == out[0] > 0
+    with pytest.raises(ValueError, match="negative work"):
+        interrupt.interruptible(_spin, -1, out, work=1e12)
+    small = interrupt.interruptible(_spin, 1000, out, work=1)      # direct call
+    assert small == out[0]
+
+
+def _interrupt_after(seconds: float) -> threading.Timer:
+    timer = threading.Timer(seconds, signal.raise_signal, (signal.SIGINT,))
+    timer.start()
+    return timer
+
+
+def test_ctrl_c_interrupts_a_long_marginals_call_at_once():
+    scores = np.random.default_rng(0).standard_normal((1601, 1601))
+    t = time.perf_counter()
+    marginals(scores)                       # warm, and how long a call takes
+    whole = time.perf_counter() - t
+    if whole < 1.0:
+        pytest.skip("the call is too short on this machine to test interruption")
+    timer = _interrupt_after(0.1)
+    t = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        marginals(scores)
+    waited = time.perf_counter() - t
+    timer.join()
+    assert waited < 0.6

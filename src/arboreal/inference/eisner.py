@@ -194,6 +194,18 @@ def _eisner_forward(scores, lengths, order, c0, nl, V, lo, P,
             crw[i] = best[i]
 
 
+@njit(cache=True, inline="always")
+def _push_pair(stack, sp, t1, x1, y1, t2, x2, y2):
+    """Push the items (t1, x1, y1) and (t2, x2, y2) (kind, start, end) on a
+    backtracking stack at rows sp and sp + 1."""
+    stack[sp, 0] = t1
+    stack[sp, 1] = x1
+    stack[sp, 2] = y1
+    stack[sp + 1, 0] = t2
+    stack[sp + 1, 1] = x2
+    stack[sp + 1, 2] = y2
+
+
 @njit(cache=True)
 def _eisner_kernel(scores, lengths, order, V, single_root, heads, status):
     """Eisner over the sentences ``order`` of a batch (the others are left
@@ -275,12 +287,7 @@ def _eisner_kernel(scores, lengths, order, V, single_root, heads, status):
                         if IR[k, x * V + l] + CR[w - k, (x + k) * V + l] == target:
                             r = x + k
                             break
-                    stack[sp, 0] = 2
-                    stack[sp, 1] = x
-                    stack[sp, 2] = r
-                    stack[sp + 1, 0] = 0
-                    stack[sp + 1, 1] = r
-                    stack[sp + 1, 2] = y
+                    _push_pair(stack, sp, 2, x, r, 0, r, y)
                 elif typ == 1:
                     target = CL[w, x * V + l]
                     r = x
@@ -288,12 +295,7 @@ def _eisner_kernel(scores, lengths, order, V, single_root, heads, status):
                         if CL[k, x * V + l] + IL[w - k, (x + k) * V + l] == target:
                             r = x + k
                             break
-                    stack[sp, 0] = 1
-                    stack[sp, 1] = x
-                    stack[sp, 2] = r
-                    stack[sp + 1, 0] = 3
-                    stack[sp + 1, 1] = r
-                    stack[sp + 1, 2] = y
+                    _push_pair(stack, sp, 1, x, r, 3, r, y)
                 else:
                     if typ == 2:
                         heads[b, y + lo] = x + lo
@@ -305,12 +307,7 @@ def _eisner_kernel(scores, lengths, order, V, single_root, heads, status):
                         if CR[k, x * V + l] + CL[w - k - 1, (x + k + 1) * V + l] == target:
                             r = x + k
                             break
-                    stack[sp, 0] = 0
-                    stack[sp, 1] = x
-                    stack[sp, 2] = r
-                    stack[sp + 1, 0] = 1
-                    stack[sp + 1, 1] = r + 1
-                    stack[sp + 1, 2] = y
+                    _push_pair(stack, sp, 0, x, r, 1, r + 1, y)
                 sp += 2
 
 
@@ -459,24 +456,14 @@ def _long_backtrack(scores, lo, single_root, A, B, heads):
                 if B[P - 1 - x, k - x - 1] + A[k, y] == A[x, y]:
                     r = k
                     break
-            stack[sp, 0] = 2
-            stack[sp, 1] = x
-            stack[sp, 2] = r
-            stack[sp + 1, 0] = 0
-            stack[sp + 1, 1] = r
-            stack[sp + 1, 2] = y
+            _push_pair(stack, sp, 2, x, r, 0, r, y)
         elif typ == 1:      # Cl(x, y) = Cl(x, k) + Il(k, y)
             r = x
             for k in range(x, y):
                 if B[x, k] + A[P - 1 - k, y - k - 1] == B[x, y]:
                     r = k
                     break
-            stack[sp, 0] = 1
-            stack[sp, 1] = x
-            stack[sp, 2] = r
-            stack[sp + 1, 0] = 3
-            stack[sp + 1, 1] = r
-            stack[sp + 1, 2] = y
+            _push_pair(stack, sp, 1, x, r, 3, r, y)
         else:               # Ir / Il(x, y): the arc, then Cr(x, k) + Cl(k+1, y)
             if typ == 2:
                 heads[y + lo] = x + lo
@@ -490,12 +477,7 @@ def _long_backtrack(scores, lo, single_root, A, B, heads):
                 if v > best:
                     best = v
                     r = k
-            stack[sp, 0] = 0
-            stack[sp, 1] = x
-            stack[sp, 2] = r
-            stack[sp + 1, 0] = 1
-            stack[sp + 1, 1] = r + 1
-            stack[sp + 1, 2] = y
+            _push_pair(stack, sp, 0, x, r, 1, r + 1, y)
         sp += 2
     return True
 

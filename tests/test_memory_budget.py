@@ -29,18 +29,19 @@ def random_mask(rng, n, k):
 
 
 def long_sentence_file(path: Path, words: int) -> Path:
-    """One sentence of ``words`` words made of the sample test sentences (flat tree:
-    word 1 under the root, every other word under word 1)."""
+    """One sentence of ``words`` words made of the sample test sentences, repeated as
+    often as needed (flat tree: word 1 under the root, every other word under word 1)."""
     rows = []
-    for s in read_conllu(SAMPLE / "en_ewt-sample-test.conllu"):
-        for i in range(1, len(s) + 1):
-            if len(rows) == words:
-                break
-            j = len(rows) + 1
-            rows.append("\t".join([str(j), s.forms[i], s.lemmas[i], s.upos[i], s.xpos[i],
-                                   s.feats[i], "0" if j == 1 else "1",
-                                   "root" if j == 1 else "dep", "_", "_"]))
-    assert len(rows) == words
+    sents = read_conllu(SAMPLE / "en_ewt-sample-test.conllu")
+    while len(rows) < words:
+        for s in sents:
+            for i in range(1, len(s) + 1):
+                if len(rows) == words:
+                    break
+                j = len(rows) + 1
+                rows.append("\t".join([str(j), s.forms[i], s.lemmas[i], s.upos[i], s.xpos[i],
+                                       s.feats[i], "0" if j == 1 else "1",
+                                       "root" if j == 1 else "dep", "_", "_"]))
     path.write_text("\n".join(rows) + "\n\n", encoding="utf-8")
     return path
 
@@ -182,20 +183,34 @@ def _rss_kb(cmd: list[str]) -> tuple[int, str]:
     return int(p.stdout.split()[-1]), p.stderr
 
 
+@pytest.fixture(scope="module")
+def models_by_order(tmp_path_factory):
+    """A default model of each order, trained once (1 epoch on the sample)."""
+    d = tmp_path_factory.mktemp("orders")
+    models = {}
+    for order in (1, 2, 3):
+        models[order] = d / f"order{order}.model"
+        subprocess.run([sys.executable, "-m", "arboreal", "train",
+                        str(SAMPLE / "en_ewt-sample-train.conllu"), "-o", str(models[order]),
+                        "--order", str(order), "--epochs", "1", "--quiet"], check=True)
+    return models
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("order", [2, 3])
-def test_parsing_1000_words_stays_under_2_gb(tmp_path, order):
-    model = tmp_path / "m.model"
-    subprocess.run([sys.executable, "-m", "arboreal", "train",
-                    str(SAMPLE / "en_ewt-sample-train.conllu"), "-o", str(model),
-                    "--order", str(order), "--epochs", "1", "--quiet"], check=True)
-    long = long_sentence_file(tmp_path / "long.conllu", 1000)
+@pytest.mark.parametrize("words", [1000, 5000])
+@pytest.mark.parametrize("order", [1, 2, 3])
+def test_parsing_a_long_sentence_stays_under_2_gb(tmp_path, models_by_order, order, words):
+    """1,000 and 5,000 words at every order: a tree, under 2 GB of peak RSS; at orders 2
+    and 3 a 5,000-word sentence is over the default memory budget whatever the pruning
+    and is parsed at first order, with the warning."""
+    long = long_sentence_file(tmp_path / "long.conllu", words)
     out = tmp_path / "out.conllu"
-    rss, _ = _rss_kb([sys.executable, "-m", "arboreal", "parse", str(model), str(long),
-                      "-o", str(out)])
+    rss, err = _rss_kb([sys.executable, "-m", "arboreal", "parse", str(models_by_order[order]),
+                        str(long), "-o", str(out)])
     assert rss < 2 * 1024 * 1024, f"peak RSS {rss} KB"
     heads = read_conllu(out)[0].heads
-    assert len(heads) == 1001 and is_tree(heads)
+    assert len(heads) == words + 1 and is_tree(heads)
+    assert ("parsed at first order" in err) == (order > 1 and words == 5000), err
 
 
 @pytest.mark.slow

@@ -254,8 +254,11 @@ class HigherOrderParser:
     def _allowed(self, enc, gold: np.ndarray | None = None) -> np.ndarray:
         return self._allowed_many([enc], None if gold is None else [gold])[0]
 
-    def _allowed_many(self, encs: Sequence, golds: Sequence | None = None) -> list[np.ndarray]:
-        """Pruning masks (n+1, n+1) bool of many sentences (gold arcs added if given).
+    def _allowed_many(self, encs: Sequence,
+                      golds: Sequence | None = None) -> list[np.ndarray | None]:
+        """Pruning masks (n+1, n+1) bool of many sentences (gold arcs added if given);
+        None for a sentence over the memory budget whatever the pruning
+        (:meth:`_over_budget_anyway`), which is neither pruned nor decoded at this order.
 
         The pruner's arc scores are computed per sentence; its best projective trees
         (always kept) and Matrix-Tree marginals come from one batched call per
@@ -265,7 +268,7 @@ class HigherOrderParser:
         lengths = np.array([e.n for e in encs], dtype=np.int64)
         for i in np.flatnonzero(lengths <= 1):
             out[i] = np.ones((lengths[i] + 1,) * 2, dtype=bool)
-        big = np.flatnonzero(lengths > 1)
+        big = np.flatnonzero((lengths > 1) & ~self._over_budget_anyway(lengths))
         big = big[np.argsort(lengths[big], kind="stable")]
         for pos in _length_chunks(lengths[big]):
             chunk = big[pos]
@@ -283,8 +286,18 @@ class HigherOrderParser:
                                                    None if golds is None else golds[i])
         if golds is not None:
             for a, g in zip(out, golds):
-                a[g[1:], np.arange(1, len(g))] = True
+                if a is not None:
+                    a[g[1:], np.arange(1, len(g))] = True
         return out
+
+    def _over_budget_anyway(self, lengths: np.ndarray) -> np.ndarray:
+        """Which sentences of these lengths exceed the memory budget even with one head
+        per word: the estimate's quadratic term alone is over it. Deciding this before
+        pruning spares such a sentence the pruner's O(n^3) marginals."""
+        if self.memory_budget is None or not self.parts:
+            return np.zeros(len(lengths), dtype=bool)
+        N = np.asarray(lengths, dtype=np.float64) + 1
+        return 64 * N * N > self.memory_budget
 
     # ------------------------------------------------------------------ memory budget
     def estimate_bytes(self, counts: PartCounts) -> int:
@@ -325,14 +338,14 @@ class HigherOrderParser:
     def _first_order_heads(self, enc) -> np.ndarray:
         """The fallback of a sentence over the memory budget: the pruner's first-order
         tree (Eisner, or Chu-Liu-Edmonds for a non-projective model). O(n^2) memory."""
-        if self.projective:
-            return self._first_order_best(enc, self.w_prune)[1]
         scores = self.fs.arc_scores(enc, self.w_prune)
+        if self.projective:   # Eisner: its long-sentence path is fast and interruptible
+            return eisner(scores, single_root=self.single_root)
         return chu_liu_edmonds(scores, single_root=self.single_root)
 
-    def _predict(self, enc, allowed: np.ndarray, w: np.ndarray) -> np.ndarray:
-        index = PartIndex.compact(allowed)
-        if self.parts and not self._fits(PartCounts(
+    def _predict(self, enc, allowed: np.ndarray | None, w: np.ndarray) -> np.ndarray:
+        index = None if allowed is None else PartIndex.compact(allowed)
+        if index is None or self.parts and not self._fits(PartCounts(
                 index.n, int(index.grand_off.shape[0]), int(index.width[0]), index.n_sib,
                 index.n_grand, index.n_gsib, index.n_tri)):
             self.last_fallbacks += 1
@@ -472,9 +485,9 @@ class HigherOrderParser:
             from arboreal.trees.projectivize import min_loss_projective
             golds = min_loss_projective(golds, [self.single_root] * len(golds))
         allowed = self._allowed_many(encs, golds)
-        kept = sum(int(a.sum()) for a in allowed)
+        kept = sum(int(a.sum()) for a in allowed if a is not None)
         words = sum(e.n for e in encs)
-        fit = [i for i, a in enumerate(allowed) if self._mask_fits(a)]
+        fit = [i for i, a in enumerate(allowed) if a is not None and self._mask_fits(a)]
         self.train_skipped = len(encs) - len(fit)
         if self.train_skipped:
             warnings.warn(f"{self.train_skipped} training sentence(s) over the memory budget "
@@ -573,10 +586,13 @@ class HigherOrderParser:
         self._check_trained()
         encs = self.fs.encode(list(sentences))
         hit = tot = kept = 0
-        for s, a in zip(sentences, self._allowed_many(encs)):
+        for s, enc, a in zip(sentences, encs, self._allowed_many(encs)):
             n = len(s)
             if n == 0:
                 continue
+            if a is None:        # parsed at first order: its only arcs are that tree's
+                a = np.zeros((n + 1, n + 1), dtype=bool)
+                a[self._first_order_heads(enc)[1:], np.arange(1, n + 1)] = True
             hit += int(a[s.heads[1:], np.arange(1, n + 1)].sum())
             tot += n
             kept += int(a.sum())

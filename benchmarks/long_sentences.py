@@ -2,7 +2,7 @@
 one sentence of n words, at orders 1, 2 and 3, and the first-order Eisner decoder alone.
 
     python benchmarks/long_sentences.py [--train TRAIN] [--source SOURCE] [--repeat 2]
-        [--n1 1000 2000 5000] [--n23 1000 2000] [--workdir DIR]
+        [--n1 1000 2000 5000] [--n23 1000 2000 5000] [--workdir DIR]
 
 Models are trained by the command itself with the defaults of ``arboreal train``
 (default features, 2^23 weights; ``--epochs 2``: accuracy does not matter here, the
@@ -81,7 +81,7 @@ def main() -> None:
     ap.add_argument("--train", type=Path, default=SAMPLE / "en_ewt-sample-train.conllu")
     ap.add_argument("--source", type=Path, default=SAMPLE / "en_ewt-sample-test.conllu")
     ap.add_argument("--n1", type=int, nargs="+", default=[1000, 2000, 5000])
-    ap.add_argument("--n23", type=int, nargs="+", default=[1000, 2000])
+    ap.add_argument("--n23", type=int, nargs="+", default=[1000, 2000, 5000])
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--workdir", type=Path, default=None)
     args = ap.parse_args()

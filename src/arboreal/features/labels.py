@@ -79,6 +79,12 @@ class LabelFeatures:
         L = self.L
         self._sizes = ((1 << self.bits) * L, 15 * L, self.n_pos * self.n_pos * 2 * L)
 
+    @staticmethod
+    def table_entries(bits: int, n_pos: int, n_labels: int) -> int:
+        """Weights of the label table (:attr:`dim`) with 2**bits hashed rows, ``n_pos``
+        UPOS codes and ``n_labels`` labels, known before one is built."""
+        return ((1 << bits) + 15 + 2 * n_pos * n_pos) * max(1, n_labels)
+
     @property
     def dim(self) -> int:
         """Length of the flat label weight vector ``v``."""

@@ -18,6 +18,7 @@ of a word is a gather of rows: O(T L).
 from __future__ import annotations
 
 import warnings
+from typing import Callable
 
 import numpy as np
 from numba import njit
@@ -55,16 +56,15 @@ MIN_BITS, MAX_BITS = 4, 24
 LABEL_ANCHORS = "hmgcs"
 
 
-def fitting_bits(bits: int, n_labels: int, budget: int = TRAIN_TABLE_ENTRIES) -> int:
-    """The largest row count exponent <= ``bits`` whose table of ``n_labels`` columns has
-    at most ``budget`` entries; ValueError if even ``MIN_BITS`` does not fit."""
-    cols = max(1, n_labels)
-    while bits > MIN_BITS and (1 << bits) * cols > budget:
+def fitting_bits(bits: int, entries: Callable[[int], int], budget: int = TRAIN_TABLE_ENTRIES,
+                 min_bits: int = MIN_BITS) -> int | None:
+    """The largest row-count exponent in [min_bits, bits] whose table has at most
+    ``budget`` entries (``entries(b)``: the table's entries with 2**b rows), or None
+    if even ``min_bits`` does not fit. Shared by the label classifier and the joint
+    label features, whose tables grow with the number of labels."""
+    while bits > min_bits and entries(bits) > budget:
         bits -= 1
-    if (1 << bits) * cols > budget:
-        raise ValueError(f"{n_labels} distinct labels are too many for the label classifier "
-                         f"(at most {budget >> MIN_BITS})")
-    return bits
+    return bits if entries(bits) <= budget else None
 
 
 def label_templates(attrs: set[str]) -> list[str]:
@@ -110,7 +110,11 @@ class Labeler:
         self.labels = np.asarray(labels, dtype=str)
         self.bits = int(bits)
         if budget is not None:
-            fitted = fitting_bits(self.bits, len(self.labels), budget)
+            cols = max(1, len(self.labels))
+            fitted = fitting_bits(self.bits, lambda b: (1 << b) * cols, budget)
+            if fitted is None:
+                raise ValueError(f"{len(self.labels)} distinct labels are too many for the label "
+                                 f"classifier (at most {budget >> MIN_BITS})")
             if fitted != self.bits:
                 warnings.warn(f"{len(self.labels)} distinct labels: the label classifier gets "
                               f"2^{fitted} feature rows instead of 2^{self.bits}, to keep its "

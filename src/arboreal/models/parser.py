@@ -20,7 +20,7 @@ from arboreal.features.hashing import as_aligned
 from arboreal.learn import ArcFactoredData, decode, get_learner
 from arboreal.models.pieces import parse_in_pieces
 from arboreal.models.labeler import (MAX_TABLE_ENTRIES, TRAIN_TABLE_ENTRIES, Labeler,
-                                     check_templates, label_templates)
+                                     check_templates, fitting_bits, label_templates)
 from arboreal.models.serialization import (MAX_WEIGHT_BITS, MetaFields, array_shape,
                                            get_strings, get_weights, load_model_file,
                                            put_strings, put_vocabs, put_weights,
@@ -212,11 +212,10 @@ class Parser:
             from arboreal.features.labels import LabelFeatures
 
             n_pos = N_RESERVED + len(fs.vocabs.get("pos", ()))
-            fixed = (15 + 2 * n_pos * n_pos) * max(1, len(labels))
-            lf_bits = label_feature_bits
-            while lf_bits > 8 and (1 << lf_bits) * max(1, len(labels)) + fixed > TRAIN_TABLE_ENTRIES:
-                lf_bits -= 1
-            if (1 << lf_bits) * max(1, len(labels)) + fixed > TRAIN_TABLE_ENTRIES:
+            lf_bits = fitting_bits(label_feature_bits,
+                                   lambda b: LabelFeatures.table_entries(b, n_pos, len(labels)),
+                                   TRAIN_TABLE_ENTRIES, min_bits=8)
+            if lf_bits is None:
                 raise ArborealError(f"{len(labels)} distinct DEPRELs and {n_pos} UPOS codes are "
                                     "too many for joint labeled training (its label table would "
                                     f"exceed {TRAIN_TABLE_ENTRIES} weights); train without "
@@ -439,8 +438,7 @@ def label_features_from_file(fields: MetaFields, labels: np.ndarray, n_pos_vocab
     mod = cfg.strings("mod_templates")
     check_templates(cfg, "head_templates", head, "h")
     check_templates(cfg, "mod_templates", mod, "m")
-    L = max(1, len(labels))
-    if ((1 << bits) + 15 + 2 * n_pos * n_pos) * L > MAX_TABLE_ENTRIES:
+    if LabelFeatures.table_entries(bits, n_pos, len(labels)) > MAX_TABLE_ENTRIES:
         raise cfg.fail("bits", f"with {len(labels)} labels and {n_pos} UPOS codes exceeds "
                                f"the {MAX_TABLE_ENTRIES} weights a label table may have")
     return LabelFeatures(labels, n_pos, head, mod, bits)

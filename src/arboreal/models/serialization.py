@@ -241,10 +241,12 @@ class ModelArrays(Mapping):
         return arr
 
 
-def open_model_file(path: str | os.PathLike) -> tuple[dict, ModelArrays]:
-    """Check a model file's zip structure, member sizes and ``.npy`` headers and read
-    its metadata: ``(meta, arrays)`` with the arrays not read yet (:class:`ModelArrays`).
-    ModelError naming the file on any problem."""
+def load_model_file(path: str | os.PathLike) -> tuple[dict, ModelArrays]:
+    """Read a model file: ``(meta, arrays)``; ModelError naming the file on any problem.
+
+    The zip structure, member sizes and ``.npy`` headers are checked first; the arrays
+    are read lazily (:class:`ModelArrays`, a read-only mapping): a member is inflated
+    only when a loader asks for it, after its header was checked."""
     path = str(path)
     if not os.path.exists(path):
         raise ModelError(f"{path}: no such model file")
@@ -310,15 +312,6 @@ def open_model_file(path: str | os.PathLike) -> tuple[dict, ModelArrays]:
         raise ModelError(f"{path}: model format version {meta.get('format_version')!r:.40} is "
                          f"not supported (this arboreal reads version {FORMAT_VERSION})")
     return meta, arrays
-
-
-def load_model_file(path: str | os.PathLike) -> tuple[dict, ModelArrays]:
-    """Read a model file: ``(meta, arrays)``; ModelError on any problem.
-
-    The arrays are read lazily (:class:`ModelArrays`, a read-only mapping): a member
-    is inflated only when a loader asks for it, after its header was checked.
-    """
-    return open_model_file(path)
 
 
 _REQUIRED: Any = object()

@@ -74,7 +74,8 @@ from arboreal.inference.higher_order import (
     tri_sibling_decode,
 )
 from arboreal.inference.higher_order.memory import (DEFAULT_BUDGET, MemoryBudgetWarning,
-                                                    PartCounts, estimate_bytes, part_counts)
+                                                    PartCounts, estimate_bytes, part_counts,
+                                                    quadratic_bytes)
 from arboreal.learn.perceptron import final_weights
 from arboreal.models.labeler import Labeler, label_templates
 from arboreal.models.pieces import parse_in_pieces
@@ -296,8 +297,7 @@ class HigherOrderParser:
         pruning spares such a sentence the pruner's O(n^3) marginals."""
         if self.memory_budget is None or not self.parts:
             return np.zeros(len(lengths), dtype=bool)
-        N = np.asarray(lengths, dtype=np.float64) + 1
-        return 64 * N * N > self.memory_budget
+        return quadratic_bytes(np.asarray(lengths, dtype=np.float64)) > self.memory_budget
 
     # ------------------------------------------------------------------ memory budget
     def estimate_bytes(self, counts: PartCounts) -> int:

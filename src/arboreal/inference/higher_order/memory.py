@@ -96,22 +96,23 @@ def decoder_kind(parts, projective: bool = True, outer_only: bool = False) -> st
 _CHARTS = {"grandparent": 2, "model1": 3, "model2": 4, "model2_all": 3}
 
 
+def quadratic_bytes(n):
+    """The ``quadratic`` term of the module docstring's formula for sentences of n
+    words (int or array): a lower bound of :func:`estimate_bytes` however hard the
+    sentence is pruned."""
+    return 64 * (n + 1) * (n + 1)
+
+
 def estimate_bytes(counts: PartCounts, parts, projective: bool = True,
                    outer_only: bool = False) -> int:
     """Bytes that decoding one sentence of these counts allocates (the formula of
     the module docstring): O(1) from the counts."""
-    N = counts.n + 1
-    total = 64 * N * N
+    total = quadratic_bytes(counts.n)
     p = set(parts)
     total += 8 * (counts.sib * ("sib" in p) + counts.grand * ("grand" in p)
                   + counts.gsib * ("gsib" in p) + counts.tri * ("trisib" in p))
     kind = decoder_kind(p, projective, outer_only)
-    if kind == "sibling":
-        total += 48 * N * N
-    else:
-        total += 12 * _CHARTS[kind] * (counts.arcs + 1) * N
-        if kind == "model2_all":
-            total += 12 * (counts.gsib + counts.w0 * counts.w0)
+    total += chart_bytes(kind, counts.n, counts.arcs + 1, counts.gsib, counts.w0)
     return int(total)
 
 

@@ -2,7 +2,8 @@
 one sentence of n words, at orders 1, 2 and 3, and the first-order Eisner decoder alone.
 
     python benchmarks/long_sentences.py [--train TRAIN] [--source SOURCE] [--repeat 2]
-        [--n1 1000 2000 5000] [--n23 1000 2000 5000] [--workdir DIR]
+        [--n1 1000 2000 5000] [--n23 1000 2000 5000] [--orders 1 2 3] [--workdir DIR]
+        [--src DIR]
 
 Models are trained by the command itself with the defaults of ``arboreal train``
 (default features, 2^23 weights; ``--epochs 2``: accuracy does not matter here, the
@@ -10,7 +11,9 @@ sizes of the tables do) on TRAIN (default: the shipped EWT sample). A sentence o
 words is the words of SOURCE (default: the sample's test part) one after another,
 with flat placeholder trees. For each (order, n): the fastest wall time and the
 largest peak RSS of --repeat runs (``/usr/bin/time``), after one warm-up parse (numba's
-cache). Prints a Markdown table.
+cache). Prints a Markdown table. ``--src DIR`` parses with the package in DIR (the
+``src`` folder of another checkout, e.g. an older commit's, put first on PYTHONPATH;
+the models are trained with this checkout's code) and leaves out the in-process column.
 """
 from __future__ import annotations
 
@@ -43,8 +46,10 @@ def long_sentence_file(source: Path, n: int, path: Path) -> None:
         f.write("\n")
 
 
-def arboreal(*args: str) -> list[str]:
-    return [sys.executable, "-m", "arboreal", *args]
+def arboreal(*args: str, src: Path | None = None) -> list[str]:
+    """The command ``arboreal ARGS`` (with the package in ``src`` when given)."""
+    prefix = ["env", f"PYTHONPATH={src}"] if src else []
+    return [*prefix, sys.executable, "-m", "arboreal", *args]
 
 
 def timed(cmd: list[str]) -> tuple[float, int]:
@@ -83,7 +88,9 @@ def main() -> None:
     ap.add_argument("--n1", type=int, nargs="+", default=[1000, 2000, 5000])
     ap.add_argument("--n23", type=int, nargs="+", default=[1000, 2000, 5000])
     ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--orders", type=int, nargs="+", default=[1, 2, 3])
     ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--src", type=Path, default=None)
     args = ap.parse_args()
 
     work = args.workdir or Path(tempfile.mkdtemp(prefix="long-sentences-"))
@@ -94,25 +101,29 @@ def main() -> None:
         long_sentence_file(args.source, n, work / f"long{n}.conllu")
     rows = []
     for order, ns in ((1, args.n1), (2, args.n23), (3, args.n23)):
+        if order not in args.orders:
+            continue
         model = work / f"order{order}.model"
         if not model.exists():
             subprocess.run(arboreal("train", str(args.train), "-o", str(model), "--order", str(order),
                                     "--epochs", "2", "--quiet"), check=True)
         out = work / "out.conllu"
         subprocess.run(arboreal("parse", str(model), str(work / f"long{lengths[0]}.conllu"), "-o",
-                                str(out)), check=True, capture_output=True)      # warm-up
+                                str(out), src=args.src), check=True, capture_output=True)  # warm-up
         for n in ns:
-            runs = [timed(arboreal("parse", str(model), str(work / f"long{n}.conllu"), "-o", str(out)))
+            runs = [timed(arboreal("parse", str(model), str(work / f"long{n}.conllu"), "-o", str(out),
+                                   src=args.src))
                     for _ in range(args.repeat)]
             extra = ""
-            if order == 1:
+            if order == 1 and args.src is None:
                 decode, score = decoder_seconds(model, work / f"long{n}.conllu", args.repeat)
                 extra = f"scoring {score:.2f} s, Eisner {decode:.2f} s"
             rows.append((order, n, min(w for w, _ in runs), max(m for _, m in runs), extra))
             print(f"order {order}, {n} words: {rows[-1][2]:.2f} s, {rows[-1][3]} MiB {extra}",
                   file=sys.stderr, flush=True)
     print(f"\n{os.uname().nodename}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, "
-          f"best of {args.repeat} runs (wall), largest peak RSS\n")
+          f"best of {args.repeat} runs (wall), largest peak RSS"
+          + (f", package from {args.src}" if args.src else "") + "\n")
     print("| order | words | parse command (s) | peak RSS (MiB) | in-process, first order |")
     print("| --- | --- | --- | --- | --- |")
     for order, n, wall, mib, extra in rows:

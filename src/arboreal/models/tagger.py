@@ -1,0 +1,389 @@
+"""The tagger: UPOS, XPOS, FEATS and LEMMA of syntactic words, trained on a treebank.
+
+Four greedy averaged-perceptron stages run one after another (see
+:mod:`arboreal.features.tokens` for the features, :mod:`arboreal.learn.tagging` for the
+learner): UPOS over all UPOS tags; then XPOS, FEATS (whole strings) and lemma *rules*,
+each restricted to the classes seen with the token's predicted UPOS, with the earlier
+stages' predictions as context. A lemma is looked up first (the most frequent lemma of
+the form with that UPOS in training); unknown forms get the predicted rule applied
+(:func:`lemma_rule` / :func:`apply_rule`: an edit of prefix and suffix around the longest
+common substring of form and lemma, after lower-casing or not). Columns that are ``_``
+throughout the training data get no stage.
+"""
+from __future__ import annotations
+
+import difflib
+from collections import Counter, defaultdict
+from dataclasses import dataclass, replace
+from typing import Callable
+
+import numpy as np
+
+from arboreal.errors import ArborealError
+from arboreal.features.tokens import (FEATURES_VERSION, MAX_CANDIDATES, MIN_AMBIGUITY_COUNT,
+                                      WordAttributes, greedy_tag, normalize)
+from arboreal.learn.tagging import train_stage
+from arboreal.models.serialization import (MetaFields, array_shape, get_strings, get_weights,
+                                           put_strings, put_weights)
+
+#: stage name -> Sentence attribute, in the order the stages run
+COLUMNS = {"upos": "upos", "xpos": "xpos", "feats": "feats", "lemma": "lemmas"}
+#: the context stages each stage reads (those trained), the first one its condition
+CONTEXT = {"upos": (), "xpos": ("upos",), "feats": ("upos", "xpos"),
+           "lemma": ("upos", "feats")}
+DEFAULT_BITS = 22
+DEFAULT_EPOCHS = 10
+#: a lemma rule is a candidate of a UPOS when seen this often with it in training
+MIN_RULE_COUNT = 2
+
+
+def lemma_rule(form: str, lemma: str) -> str:
+    """The edit taking ``form`` to ``lemma`` around their longest common substring:
+    ``case|cut_prefix|cut_suffix|len(add_prefix)|add_prefix add_suffix``; case ``k``
+    keeps the form's case, ``l`` lower-cases it first, ``t`` title-cases it (whichever
+    needs the smallest edit, in that order on ties)."""
+    best = None
+    for case in "klt":
+        src = _cased(form, case)
+        m = difflib.SequenceMatcher(None, src, lemma, autojunk=False).find_longest_match(
+            0, len(src), 0, len(lemma))
+        cut_p, add_p = m.a, lemma[: m.b]
+        cut_s, add_s = len(src) - m.a - m.size, lemma[m.b + m.size:]
+        cost = len(add_p) + len(add_s) + cut_p + cut_s
+        if best is None or cost < best[0]:
+            best = (cost, f"{case}|{cut_p}|{cut_s}|{len(add_p)}|{add_p}{add_s}")
+    return best[1]
+
+
+def _cased(form: str, case: str) -> str:
+    if case == "l":
+        return form.lower()
+    if case == "t":
+        return form[:1].upper() + form[1:].lower()
+    return form
+
+
+def apply_rule(form: str, rule: str) -> str:
+    """Apply a :func:`lemma_rule` to ``form`` (the form itself if it does not fit)."""
+    try:
+        case, cut_p, cut_s, n_add_p, added = rule.split("|", 4)
+        cut_p, cut_s, n_add_p = int(cut_p), int(cut_s), int(n_add_p)
+    except ValueError:
+        return form
+    src = _cased(form, case)
+    if cut_p + cut_s > len(src):
+        return form
+    out = added[:n_add_p] + src[cut_p: len(src) - cut_s] + added[n_add_p:]
+    return out or form
+
+
+@dataclass
+class Stage:
+    """One trained stage: ``classes`` (str), ``cand`` (U, B) int32 candidate class ids
+    per condition value (UPOS id; one row when unconditioned), ``cand_n`` (U,),
+    ``weights`` (2**bits + MAX_CANDIDATES,) float32, ``context`` the stages it reads."""
+
+    name: str
+    classes: np.ndarray
+    cand: np.ndarray
+    cand_n: np.ndarray
+    weights: np.ndarray
+    bits: int
+    context: tuple[str, ...]
+    epochs: int = 0
+    dev_accuracy: float | None = None
+
+
+def _candidates(gold: np.ndarray, cond: np.ndarray | None, n_cond: int, n_classes: int,
+                min_count: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Classes seen with each condition value, most frequent first (at most
+    MAX_CANDIDATES, those seen >= min_count times; at least the most frequent one)."""
+    if cond is None:
+        cond = np.zeros(len(gold), dtype=np.int64)
+        n_cond = 1
+    counts = np.zeros((n_cond, n_classes), dtype=np.int64)
+    np.add.at(counts, (cond, gold), 1)
+    overall = int(np.argmax(counts.sum(axis=0)))
+    rows = []
+    for u in range(n_cond):
+        order = np.argsort(-counts[u], kind="stable")
+        keep = order[counts[u, order] >= min_count][:MAX_CANDIDATES]
+        if keep.size == 0:
+            keep = order[counts[u, order] > 0][:1] if counts[u].any() else np.array([overall])
+        rows.append(keep)
+    width = max(len(r) for r in rows)
+    cand = np.full((n_cond, width), -1, dtype=np.int32)
+    cand_n = np.zeros(n_cond, dtype=np.int32)
+    for u, r in enumerate(rows):
+        cand[u, : len(r)] = r
+        cand_n[u] = len(r)
+    return cand, cand_n
+
+
+class _Packed:
+    """A corpus as token rows: attribute rows, sentence offsets, and per stage the class
+    ids (-1 for a value the stage does not know)."""
+
+    def __init__(self, sentences: list, attributes: WordAttributes):
+        lengths = np.array([len(s) for s in sentences], dtype=np.int64)
+        self.starts = np.zeros(len(sentences) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=self.starts[1:])
+        self.forms = [f for s in sentences for f in s.forms[1:].tolist()]
+        self.attrs = attributes.rows(self.forms)
+        self.sentences = sentences
+
+    def column(self, attr: str) -> list[str]:
+        return [v for s in self.sentences for v in getattr(s, attr)[1:].tolist()]
+
+
+def _ids(values: list[str], classes: np.ndarray) -> np.ndarray:
+    index = {c: i for i, c in enumerate(classes.tolist())}
+    return np.array([index.get(v, -1) for v in values], dtype=np.int32)
+
+
+class Tagger:
+    """UPOS/XPOS/FEATS/lemma tagger (see the module docstring).
+
+    Attributes: ``stages`` (name -> :class:`Stage`, in running order), ``ambiguity``
+    (normalised form -> the UPOS tags it had in training, joined by ``|``),
+    ``lemma_lookup`` ((form, UPOS) -> lemma), ``meta`` (training report).
+    """
+
+    def __init__(self, stages: dict[str, Stage], ambiguity: dict[str, str],
+                 lemma_lookup: dict[tuple[str, str], str], meta: dict | None = None):
+        self.stages = stages
+        self.ambiguity = ambiguity
+        self.lemma_lookup = lemma_lookup
+        self.meta = dict(meta or {})
+        self.attributes = WordAttributes(ambiguity)
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The Sentence attributes this tagger predicts (``upos``, ``xpos``, ...)."""
+        return tuple(COLUMNS[name] for name in self.stages)
+
+    # ------------------------------------------------------------------ training
+    @classmethod
+    def train(cls, sentences: list, dev: list | None = None,
+              epochs: int | dict[str, int] = DEFAULT_EPOCHS,
+              bits: int = DEFAULT_BITS, seed: int = 0,
+              log: Callable[[str], None] | None = None) -> "Tagger":
+        """Train every stage whose column is not ``_`` throughout ``sentences``.
+
+        ``epochs``: passes over the data, one number or one per stage name. With ``dev``
+        each stage keeps its best epoch by dev accuracy (the earlier stages' *predictions*
+        as context, as when tagging); without, the last epoch.
+        O(epochs * N * F * candidates) for N training words."""
+        if not sentences:
+            raise ArborealError("no training sentences for the tagger")
+        if not any(len(s) for s in sentences):
+            raise ArborealError("the tagger's training sentences have no words")
+        upos_all = [v for s in sentences for v in s.upos[1:].tolist()]
+        if all(v == "_" for v in upos_all):
+            raise ArborealError("the training data has no UPOS tags: the tagger cannot be "
+                                "trained (train with --no-tagger)")
+        # ambiguity classes of words seen often enough
+        seen: dict[str, Counter] = defaultdict(Counter)
+        for s in sentences:
+            for f, t in zip(s.forms[1:].tolist(), s.upos[1:].tolist()):
+                seen[normalize(f)][t] += 1
+        ambiguity = {w: "|".join(sorted(c)) for w, c in seen.items()
+                     if sum(c.values()) >= MIN_AMBIGUITY_COUNT}
+        attributes = WordAttributes(ambiguity)
+        train = _Packed(sentences, attributes)
+        held = _Packed(dev, attributes) if dev else None
+
+        stages: dict[str, Stage] = {}
+        gold_ids: dict[str, np.ndarray] = {}
+        dev_pred: dict[str, np.ndarray] = {}
+        lemma_lookup: dict[tuple[str, str], str] = {}
+        forms = train.forms
+        for name, attr in COLUMNS.items():
+            values = train.column(attr)
+            if all(v == "_" for v in values):
+                continue
+            context = tuple(c for c in CONTEXT[name] if c in stages)
+            if name == "lemma":
+                upos = train.column("upos")
+                pairs = Counter(zip(forms, upos, values))
+                best: dict[tuple[str, str], tuple[int, str]] = {}
+                for (f, t, lem), k in pairs.items():
+                    if (f, t) not in best or k > best[(f, t)][0]:
+                        best[(f, t)] = (k, lem)
+                lemma_lookup = {key: lem for key, (k, lem) in best.items()}
+                rules_of: dict[tuple[str, str], str] = {}
+                values = [rules_of.setdefault((f, lem), lemma_rule(f, lem))
+                          for f, lem in zip(forms, values)]
+            classes = np.array(sorted(set(values)), dtype=str)
+            gold = _ids(values, classes)
+            ctx = (np.stack([gold_ids[c] for c in context], axis=1) if context
+                   else np.zeros((len(gold), 0), dtype=np.int32)).astype(np.int32)
+            cond_col = 0 if context else -1
+            n_cond = len(stages[context[0]].classes) if context else 1
+            cand, cand_n = _candidates(gold, ctx[:, 0].astype(np.int64) if context else None,
+                                       n_cond, len(classes),
+                                       MIN_RULE_COUNT if name == "lemma" else 1)
+            stage = Stage(name, classes, cand, cand_n, np.zeros(0, np.float32), bits, context)
+            on_epoch = None
+            if held is not None:
+                dctx = (np.stack([dev_pred[c] for c in context], axis=1) if context
+                        else np.zeros((len(held.forms), 0), dtype=np.int32)).astype(np.int32)
+                dvalues = held.column(attr)
+                if name == "lemma":
+                    dvalues = [lemma_rule(f, lem) for f, lem in zip(held.forms, dvalues)]
+                dgold = _ids(dvalues, classes)
+                best_acc = [-1.0]
+
+                def score_on_dev(epoch, w, errors, stage=stage, dctx=dctx, dgold=dgold,
+                                 best_acc=best_acc):
+                    stage.weights = w
+                    pred = _run_stage(stage, held, dctx)
+                    acc = 100.0 * float((pred == dgold).mean()) if len(dgold) else 0.0
+                    if log is not None:
+                        log(f"tagger {stage.name} epoch {epoch}: dev accuracy {acc:.2f}")
+                    if acc > best_acc[0]:
+                        best_acc[0] = acc
+                        stage.epochs, stage.dev_accuracy = epoch, round(acc, 2)
+                        return True
+                    return False
+                on_epoch = score_on_dev
+            n_epochs = epochs.get(name, DEFAULT_EPOCHS) if isinstance(epochs, dict) else epochs
+            stage.weights = train_stage(train.attrs, train.starts, ctx, cond_col, cand, cand_n,
+                                        gold, bits, n_epochs, seed=seed, on_epoch=on_epoch)
+            if held is None:
+                stage.epochs = n_epochs
+            else:
+                dev_pred[name] = _run_stage(stage, held, dctx)
+            stages[name] = stage
+            gold_ids[name] = gold
+        return cls(stages, ambiguity, lemma_lookup,
+                   {"epochs": epochs, "bits": bits, "seed": seed,
+                    "train_words": len(forms),
+                    "stages": {n: {"epochs": s.epochs, "dev_accuracy": s.dev_accuracy,
+                                   "classes": len(s.classes)} for n, s in stages.items()}})
+
+    # ------------------------------------------------------------------ tagging
+    def predict(self, sentences: list) -> dict[str, list[str]]:
+        """Predicted values of every stage's column, flat over the words of
+        ``sentences`` (stage name -> list of str)."""
+        packed = _Packed(sentences, self.attributes)
+        ids: dict[str, np.ndarray] = {}
+        out: dict[str, list[str]] = {}
+        for name, stage in self.stages.items():
+            ctx = (np.stack([ids[c] for c in stage.context], axis=1) if stage.context
+                   else np.zeros((len(packed.forms), 0), dtype=np.int32)).astype(np.int32)
+            ids[name] = pred = _run_stage(stage, packed, ctx)
+            values = stage.classes[pred].tolist()
+            if name == "lemma":
+                upos = out.get("upos") or packed.column("upos")
+                lookup = self.lemma_lookup
+                values = [lookup.get((f, t)) or apply_rule(f, r)
+                          for f, t, r in zip(packed.forms, upos, values)]
+            out[name] = values
+        return out
+
+    def tag(self, sentences: list, columns: tuple[str, ...] | None = None) -> list:
+        """Copies of ``sentences`` with the columns in ``columns`` (Sentence attributes;
+        default: every column this tagger predicts) replaced by predictions."""
+        columns = self.columns if columns is None else columns
+        predicted = self.predict(sentences)
+        out = []
+        k = 0
+        for s in sentences:
+            n = len(s)
+            changes = {}
+            for name, values in predicted.items():
+                attr = COLUMNS[name]
+                if attr in columns:
+                    col = getattr(s, attr).copy()
+                    col[1:] = values[k: k + n]
+                    changes[attr] = col
+            out.append(replace(s, **changes) if changes else s)
+            k += n
+        return out
+
+    # ------------------------------------------------------------------ persistence
+    def put(self, meta: dict, arrays: dict) -> None:
+        """Add the tagger to a model file's metadata (section ``tagger``) and arrays
+        (``tagger_*``)."""
+        stages = []
+        for name, st in self.stages.items():
+            stages.append({"name": name, "bits": st.bits, "context": list(st.context),
+                           "epochs": st.epochs, "dev_accuracy": st.dev_accuracy})
+            put_strings(arrays, f"tagger_{name}_classes", st.classes.tolist())
+            arrays[f"tagger_{name}_cand"] = st.cand.astype(np.int32)
+            arrays[f"tagger_{name}_cand_n"] = st.cand_n.astype(np.int32)
+            put_weights(arrays, f"tagger_{name}_w", st.weights)
+        words = sorted(self.ambiguity)
+        put_strings(arrays, "tagger_amb_words", words)
+        put_strings(arrays, "tagger_amb_classes", [self.ambiguity[w] for w in words])
+        keys = sorted(self.lemma_lookup)
+        put_strings(arrays, "tagger_lemma_keys", [f"{f}\t{t}" for f, t in keys])
+        put_strings(arrays, "tagger_lemma_values", [self.lemma_lookup[k] for k in keys])
+        meta["tagger"] = {"features_version": FEATURES_VERSION, "stages": stages,
+                          "training": self.meta}
+
+    @classmethod
+    def from_file_contents(cls, fields: MetaFields, arrays) -> "Tagger":
+        """The tagger of a model file (section ``tagger``); ModelError / ValueError on
+        anything inconsistent."""
+        cfg = fields.section("tagger")
+        cfg.int("features_version", FEATURES_VERSION, FEATURES_VERSION)
+        specs = cfg.json("stages", list)
+        stages: dict[str, Stage] = {}
+        for i, spec in enumerate(specs[: len(COLUMNS)]):
+            sf = MetaFields(fields.path, spec, f"{cfg.where}.stages[{i}]")
+            name = sf.choice("name", tuple(COLUMNS))
+            if name in stages or any(list(COLUMNS).index(name) < list(COLUMNS).index(o)
+                                     for o in stages):
+                raise sf.fail("name", "stages repeated or out of order")
+            bits = sf.int("bits", 8, 26)
+            context = tuple(sf.strings("context", max_items=len(COLUMNS)))
+            if context != tuple(c for c in CONTEXT[name] if c in stages):
+                raise sf.fail("context", f"does not match the stages before {name}")
+            classes = get_strings(arrays, f"tagger_{name}_classes", max_count=1 << 20)
+            if len(classes) == 0:
+                raise ValueError(f"tagger stage {name} has no classes")
+            n_cond = len(stages[context[0]].classes) if context else 1
+            shape = array_shape(arrays, f"tagger_{name}_cand")
+            if (len(shape) != 2 or shape[0] != n_cond or not 1 <= shape[1] <= MAX_CANDIDATES
+                    or array_shape(arrays, f"tagger_{name}_cand_n") != (n_cond,)):
+                raise ValueError(f"tagger stage {name}: candidate table of shape {shape}")
+            cand = np.asarray(arrays[f"tagger_{name}_cand"])
+            cand_n = np.asarray(arrays[f"tagger_{name}_cand_n"])
+            if cand.dtype.kind != "i" or cand_n.dtype.kind != "i":
+                raise ValueError(f"tagger stage {name}: candidate tables are not integers")
+            cand, cand_n = cand.astype(np.int32), cand_n.astype(np.int32)
+            if (cand_n < 1).any() or (cand_n > shape[1]).any():
+                raise ValueError(f"tagger stage {name}: candidate counts out of range")
+            used = np.arange(shape[1])[None, :] < cand_n[:, None]
+            if (cand[used] < 0).any() or (cand[used] >= len(classes)).any():
+                raise ValueError(f"tagger stage {name}: candidate class out of range")
+            weights = get_weights(arrays, f"tagger_{name}_w", (1 << bits) + MAX_CANDIDATES)
+            stages[name] = Stage(name, classes, cand, cand_n, weights, bits, context,
+                                 sf.int("epochs", 0, 1 << 20, 0),
+                                 sf.number("dev_accuracy", 0, 100, None, none_ok=True))
+        if "upos" not in stages:
+            raise cfg.fail("stages", "no UPOS stage")
+        words = get_strings(arrays, "tagger_amb_words").tolist()
+        amb = get_strings(arrays, "tagger_amb_classes").tolist()
+        keys = get_strings(arrays, "tagger_lemma_keys").tolist()
+        values = get_strings(arrays, "tagger_lemma_values").tolist()
+        if len(words) != len(amb) or len(keys) != len(values):
+            raise ValueError("tagger lexicon arrays differ in length")
+        lookup = {}
+        for k, v in zip(keys, values):
+            form, sep, tag = k.partition("\t")
+            if not sep:
+                raise ValueError("tagger lemma key without a tab")
+            lookup[(form, tag)] = v
+        return cls(stages, dict(zip(words, amb)), lookup,
+                   cfg.json("training", dict, {}))
+
+
+def _run_stage(stage: Stage, packed: _Packed, ctx: np.ndarray) -> np.ndarray:
+    out = np.empty(len(packed.forms), dtype=np.int32)
+    if len(out):
+        greedy_tag(packed.attrs, packed.starts, ctx, 0 if stage.context else -1, stage.cand,
+                   stage.cand_n, stage.weights, stage.bits, out)
+    return out

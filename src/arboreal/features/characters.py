@@ -1,0 +1,141 @@
+"""Character attributes for the tokenizer: raw text as a sequence of characters.
+
+The tokenizer is a tagging stage (:mod:`arboreal.features.tokens`) whose "tokens" are
+the characters of a paragraph, so it shares the feature function, the learner and the
+greedy decoder with the tagger; only the attribute rows differ. Text is cut into
+*chunks* (maximal runs of non-whitespace) and whitespace runs. Row columns for a chunk
+character at offset j of chunk ``w`` (lower-cased where it says so), using the
+attribute names of :mod:`arboreal.features.tokens`:
+
+===========  ==========================================================================
+A_FORM       the character
+A_LOWER      the character lower-cased (the feature function pairs it with its
+             neighbours: character bi- and trigrams)
+A_SUF1       the chunk up to and including j            (``w[:j+1]``)
+A_SUF2       the rest of the chunk                        (``w[j+1:]``)
+A_SUF3       the whole chunk
+A_SUF4       the chunk's shape
+A_SUF5       the split ``w[:j+1] | w[j+1:]``
+A_PRE1       the three characters before and two after the split
+A_PRE2       whether the two sides are known tokens (from training)
+A_PRE3       the shapes of the two sides and the distance of j from the chunk's end
+             (capped at 3): the split of words not seen in training
+A_SHAPE      the character's class
+A_AMBIG      for a chunk seen in training: whether training put a token boundary after
+             j (its most frequent segmentation); else UNKNOWN
+===========  ==========================================================================
+
+A whitespace character's row describes the chunks around it: A_SUF1 the previous chunk,
+A_SUF2 / A_SUF3 the next one, A_SUF4 its shape, A_SUF5 the pair, A_PRE1 the characters
+that meet. The feature function reads A_SUF3 and A_AMBIG one position ahead, so the last
+character of a chunk sees the next word (e.g. whether a period ends a sentence).
+Rows of a chunk are computed once and cached (bounded cache).
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from arboreal.features.tokens import (A_AMBIG, A_FORM, A_LOWER, A_PRE1, A_PRE2, A_PRE3,
+                                      A_SHAPE, A_SUF1, A_SUF2, A_SUF3, A_SUF4, A_SUF5,
+                                      N_ATTRS, UNKNOWN, stable_hash, word_shape)
+
+_PIECES = re.compile(r"\S+|\s+")
+_MASK = (1 << 64) - 1
+
+
+def _mix(a: int, b: int) -> int:
+    return (((a ^ b) * 0x100000001B3) ^ (a >> 29)) & _MASK
+
+
+def _char_class(ch: str) -> str:
+    if ch.isspace():
+        return "n" if ch in "\n\r" else "s"
+    if ch.isdigit():
+        return "d"
+    if ch.isalpha():
+        return "X" if ch.isupper() else ("x" if ch.islower() else "a")
+    return ch
+
+
+class CharacterAttributes:
+    """Attribute rows (len(text), N_ATTRS) uint64 of the characters of a text.
+
+    ``tokens``: lower-cased token forms seen in training; ``segmentations``: lower-cased
+    chunk -> the offsets after which training had a token boundary inside it (its most
+    frequent segmentation), as a set.
+    """
+
+    def __init__(self, tokens: set[str] | None = None,
+                 segmentations: dict[str, frozenset[int]] | None = None,
+                 max_cache: int = 1 << 18):
+        self.tokens = set(tokens or ())
+        self.segmentations = dict(segmentations or {})
+        self.max_cache = max_cache
+        self._chunks: dict[str, np.ndarray] = {}
+
+    def _chunk_rows(self, chunk: str) -> np.ndarray:
+        low = chunk.lower()
+        if len(low) != len(chunk):       # lower-casing changed the length (e.g. U+0130)
+            low = "".join(c.lower()[:1] or c for c in chunk)
+        n = len(chunk)
+        rows = np.empty((n, N_ATTRS), dtype=np.uint64)
+        whole = stable_hash("W" + low)
+        shape = stable_hash("S" + word_shape(chunk))
+        seg = self.segmentations.get(low)
+        for j, ch in enumerate(chunk):
+            left, right = low[: j + 1], low[j + 1:]
+            rows[j, A_FORM] = stable_hash("c" + ch)
+            rows[j, A_LOWER] = stable_hash("c" + low[j])
+            rows[j, A_SUF1] = stable_hash("L" + left)
+            rows[j, A_SUF2] = stable_hash("R" + right)
+            rows[j, A_SUF3] = whole
+            rows[j, A_SUF4] = shape
+            rows[j, A_SUF5] = stable_hash("B" + left + "|" + right)
+            rows[j, A_PRE1] = stable_hash("b" + left[-3:] + "|" + right[:2])
+            rows[j, A_PRE2] = stable_hash(f"k{left in self.tokens}{right in self.tokens}")
+            rows[j, A_PRE3] = stable_hash(f"o{min(n - 1 - j, 3)}{word_shape(chunk[: j + 1])}"
+                                          f"|{word_shape(chunk[j + 1:])}")
+            rows[j, A_SHAPE] = stable_hash("k" + _char_class(ch))
+            rows[j, A_AMBIG] = (stable_hash("g" + ("B" if j in seg else "N"))
+                                if seg is not None else int(UNKNOWN))
+        return rows
+
+    def chunk(self, chunk: str) -> np.ndarray:
+        rows = self._chunks.get(chunk)
+        if rows is None:
+            if len(self._chunks) >= self.max_cache:
+                self._chunks.clear()
+            rows = self._chunks[chunk] = self._chunk_rows(chunk)
+        return rows
+
+    def rows(self, text: str) -> np.ndarray:
+        """(len(text), N_ATTRS) uint64 rows of every character of ``text``. O(len(text))
+        plus the first sight of each chunk."""
+        pieces = [m.group() for m in _PIECES.finditer(text)]
+        blocks: list[np.ndarray] = []
+        chunk_rows = [None if p[0].isspace() else self.chunk(p) for p in pieces]
+        for k, p in enumerate(pieces):
+            rows = chunk_rows[k]
+            if rows is not None:
+                blocks.append(rows)
+                continue
+            prev = chunk_rows[k - 1] if k > 0 else None
+            nxt = chunk_rows[k + 1] if k + 1 < len(pieces) else None
+            prev_w = int(prev[0, A_SUF3]) if prev is not None else 1
+            next_w = int(nxt[0, A_SUF3]) if nxt is not None else 2
+            next_s = int(nxt[0, A_SUF4]) if nxt is not None else 3
+            meet = _mix(int(prev[-1, A_LOWER]) if prev is not None else 4,
+                        int(nxt[0, A_LOWER]) if nxt is not None else 5)
+            space = np.empty((len(p), N_ATTRS), dtype=np.uint64)
+            for j, ch in enumerate(p):
+                c = stable_hash("c" + ch)
+                space[j] = (c, c, _mix(prev_w, 11), _mix(next_w, 12), next_w, next_s,
+                            _mix(prev_w, next_w), meet, _mix(next_s, 13),
+                            stable_hash("o_space"), stable_hash("k" + _char_class(ch)),
+                            int(UNKNOWN))
+            blocks.append(space)
+        if not blocks:
+            return np.zeros((0, N_ATTRS), dtype=np.uint64)
+        return np.concatenate(blocks)

@@ -1,0 +1,429 @@
+"""Tokenizer and sentence splitter trained on a treebank's own text.
+
+A treebank with ``# text`` lines says how its text was cut into tokens (the surface
+tokens: multiword tokens such as Spanish *del* count once) and sentences. The tokenizer
+learns it as a tagging stage over the characters of each paragraph (see
+:mod:`arboreal.features.characters`): after each character, *no boundary* (0), *token
+end* (1) or *token and sentence end* (2); greedy left to right with the averaged
+perceptron of :mod:`arboreal.learn.tagging`. Paragraphs are the treebank's
+``# newpar`` / ``# newdoc`` blocks, their sentences' texts joined by a space (none after
+a token with ``SpaceAfter=No``). A multiword token is expanded into its words by the
+training lexicon when the form was more often a multiword token than not there (the
+words' letters are cut from the token itself when they spell it out, else the casing of
+the first letter, or of every letter, is carried over); an unknown token ending in a
+final word that training split off most tokens ending in it (English *'s*) is split
+there; other tokens are one word each. A paragraph end always ends a sentence, and a sentence is cut
+after :data:`MAX_SENTENCE_TOKENS` tokens when no sentence end came earlier.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from typing import Callable, Iterable, Iterator
+
+import numpy as np
+
+from arboreal.errors import ArborealError
+from arboreal.features.characters import CharacterAttributes
+from arboreal.features.tokens import FEATURES_VERSION, MAX_CANDIDATES, N_ATTRS, greedy_tag
+from arboreal.io.sentence import Sentence
+from arboreal.learn.tagging import train_stage
+from arboreal.models.serialization import (MetaFields, get_strings, get_weights, put_strings,
+                                           put_weights)
+
+NONE, TOKEN_END, SENTENCE_END = 0, 1, 2
+DEFAULT_BITS = 22
+DEFAULT_EPOCHS = 10
+#: a sentence is cut after this many tokens when no sentence end is predicted
+MAX_SENTENCE_TOKENS = 1000
+#: a final word is split off unknown tokens when training split it this often (and
+#: from most tokens ending in it)
+MIN_SUFFIX_COUNT = 5
+#: a chunk's training segmentation is a feature when the chunk was seen this often
+MIN_SEGMENTATION_COUNT = 2
+#: characters tokenized per kernel call (memory: 96 bytes of attributes each)
+BATCH_CHARS = 1 << 20
+
+_SPACE = re.compile(r"\s")
+_SPACE_AFTER_NO = re.compile(r"(^|\|)SpaceAfter=No($|\|)")
+
+
+def _surface_tokens(s: Sentence) -> list[tuple[str, list[int], str]]:
+    """(surface form, word indices, MISC of the token) of each surface token of ``s``."""
+    ranges: dict[int, tuple[int, str, str]] = {}
+    for _, line in s.extra:
+        fields = line.split("\t")
+        first, sep, last = fields[0].partition("-")
+        if sep and first.isdigit() and last.isdigit() and len(fields) > 1:
+            ranges[int(first)] = (int(last), fields[1], fields[9] if len(fields) > 9 else "_")
+    out = []
+    i = 1
+    n = len(s)
+    while i <= n:
+        if i in ranges and ranges[i][0] >= i:
+            last, form, misc = ranges[i]
+            last = min(last, n)
+            out.append((form, list(range(i, last + 1)), misc))
+            i = last + 1
+        else:
+            out.append((str(s.forms[i]), [i], str(s.misc[i])))
+            i += 1
+    return out
+
+
+def _text_of(s: Sentence) -> str | None:
+    for c in s.comments:
+        if c.startswith("# text ="):
+            return c[len("# text ="):].strip()
+    return None
+
+
+def _starts_paragraph(s: Sentence) -> bool:
+    return any(c.startswith(("# newpar", "# newdoc")) for c in s.comments)
+
+
+def training_paragraphs(sentences: list) -> tuple[list[tuple[str, np.ndarray]], list, int]:
+    """The paragraphs of a treebank as (text, labels (len(text),) int32) pairs, the
+    surface tokens of every usable sentence, and how many sentences were skipped (no
+    ``# text`` line, or tokens that do not match it)."""
+    paragraphs: list[tuple[str, np.ndarray]] = []
+    tokens_seen: list[tuple[str, list[str]]] = []
+    skipped = 0
+    parts: list[str] = []
+    ends: list[tuple[int, int]] = []       # (character offset, label)
+    length = 0
+    glue = ""
+
+    def close() -> None:
+        nonlocal parts, ends, length, glue
+        if parts:
+            text = "".join(parts)
+            labels = np.zeros(len(text), dtype=np.int32)
+            for at, lab in ends:
+                labels[at] = lab
+            paragraphs.append((text, labels))
+        parts, ends, length, glue = [], [], 0, ""
+
+    for s in sentences:
+        text = _text_of(s)
+        if _starts_paragraph(s):
+            close()
+        surface = _surface_tokens(s)
+        if text is None or not surface:
+            skipped += 1
+            close()
+            continue
+        spans = []
+        pos = 0
+        ok = True
+        for form, _, _ in surface:
+            while pos < len(text) and text[pos].isspace():
+                pos += 1
+            if not text.startswith(form, pos):
+                ok = False
+                break
+            spans.append((pos, pos + len(form)))
+            pos += len(form)
+        if not ok or text[pos:].strip():
+            skipped += 1
+            close()
+            continue
+        base = length + len(glue)
+        parts.append(glue + text)
+        length = base + len(text)
+        for k, (a, b) in enumerate(spans):
+            ends.append((base + b - 1, SENTENCE_END if k == len(spans) - 1 else TOKEN_END))
+        tokens_seen.append((text, [f for f, _, _ in surface]))
+        glue = "" if _SPACE_AFTER_NO.search(surface[-1][2]) else " "
+    close()
+    return paragraphs, tokens_seen, skipped
+
+
+class Tokenizer:
+    """Raw text -> sentences of words (see the module docstring).
+
+    Attributes: ``weights`` / ``bits`` of the character stage, ``tokens`` (lower-cased
+    token forms of training), ``segmentations`` (chunk -> boundary offsets),
+    ``multiword`` (lower-cased surface form -> its words), ``meta``.
+    """
+
+    def __init__(self, weights: np.ndarray, bits: int, tokens: set[str],
+                 segmentations: dict[str, frozenset[int]], multiword: dict[str, tuple[str, ...]],
+                 meta: dict | None = None, spaces_in_tokens: bool = False,
+                 suffixes: list[str] | None = None):
+        #: whether training had tokens containing whitespace (Vietnamese has); if not,
+        #: whitespace always ends a token
+        self.spaces_in_tokens = spaces_in_tokens
+        #: final words split off unknown tokens (longest first), e.g. English 's
+        self.suffixes = list(suffixes or [])
+        self.weights = weights
+        self.bits = bits
+        self.tokens = tokens
+        self.segmentations = segmentations
+        self.multiword = multiword
+        self.meta = dict(meta or {})
+        self.attributes = CharacterAttributes(tokens, segmentations)
+
+    # ------------------------------------------------------------------ training
+    @classmethod
+    def train(cls, sentences: list, dev: list | None = None, epochs: int = DEFAULT_EPOCHS,
+              bits: int = DEFAULT_BITS, seed: int = 0,
+              log: Callable[[str], None] | None = None) -> "Tokenizer":
+        """Train on the ``# text`` lines and tokens of ``sentences`` (best epoch by dev
+        boundary F1 with ``dev``). ArborealError when no sentence has a ``# text`` line
+        matching its tokens."""
+        paragraphs, _, skipped = training_paragraphs(sentences)
+        if not paragraphs:
+            raise ArborealError("no training sentence has a '# text' line that matches its "
+                                "tokens: the tokenizer cannot be trained (train with "
+                                "--no-tokenizer)")
+        # lexicons: token forms, chunk segmentations, multiword tokens
+        tokens: set[str] = set()
+        plain: Counter = Counter()
+        expansions: dict[str, Counter] = defaultdict(Counter)
+        for s in sentences:
+            for form, words, _ in _surface_tokens(s):
+                low = form.lower()
+                tokens.add(low)
+                if len(words) > 1:
+                    expansions[low][tuple(str(s.forms[w]).lower() for w in words)] += 1
+                else:
+                    plain[low] += 1
+        multiword = {}
+        for low, counts in expansions.items():
+            words, k = counts.most_common(1)[0]
+            if sum(counts.values()) > plain[low]:
+                multiword[low] = words
+        # the suffix fallback: a final word that multiword tokens spell out (English
+        # possessive 's) is split off unknown tokens when training mostly split it
+        split_off: Counter = Counter()
+        for low, counts in expansions.items():
+            for words, k in counts.items():
+                if len(words) == 2 and "".join(words) == low:
+                    split_off[words[1]] += k
+        ending: Counter = Counter()
+        for low in tokens:
+            for suffix in split_off:
+                if low.endswith(suffix) and len(low) > len(suffix):
+                    ending[suffix] += plain[low] + sum(expansions[low].values())
+        suffixes = sorted((x for x, k in split_off.items()
+                           if k >= MIN_SUFFIX_COUNT and 2 * k > ending[x]),
+                          key=lambda x: (-len(x), x))
+        seg_counts: dict[str, Counter] = defaultdict(Counter)
+        for text, labels in paragraphs:
+            for m in re.finditer(r"\S+", text):
+                inside = np.flatnonzero(labels[m.start(): m.end()] > 0)
+                seg_counts[m.group().lower()][tuple(inside.tolist())] += 1
+        segmentations = {}
+        for chunk, counts in seg_counts.items():
+            pattern, k = counts.most_common(1)[0]
+            if sum(counts.values()) >= MIN_SEGMENTATION_COUNT:
+                segmentations[chunk] = frozenset(pattern)
+        model = cls(np.zeros(0, np.float32), bits, tokens, segmentations, multiword,
+                    spaces_in_tokens=any(any(c.isspace() for c in t) for t in tokens),
+                    suffixes=suffixes)
+        attrs, starts, gold = model._pack([t for t, _ in paragraphs],
+                                          [lab for _, lab in paragraphs])
+        cand = np.array([[NONE, TOKEN_END, SENTENCE_END]], dtype=np.int32)
+        cand_n = np.array([3], dtype=np.int32)
+        ctx = np.zeros((len(gold), 0), dtype=np.int32)
+        on_epoch = None
+        best = {"f1": -1.0, "epoch": epochs}
+        if dev:
+            dev_pars, _, _ = training_paragraphs(dev)
+            if dev_pars:
+                dattrs, dstarts, dgold = model._pack([t for t, _ in dev_pars],
+                                                     [lab for _, lab in dev_pars])
+
+                def score_on_dev(epoch, w, errors):
+                    model.weights = w
+                    pred = model._labels(dattrs, dstarts)
+                    f1 = _boundary_f1(dgold, pred)
+                    if log is not None:
+                        log(f"tokenizer epoch {epoch}: dev boundary F1 {f1:.2f}")
+                    if f1 > best["f1"]:
+                        best.update(f1=f1, epoch=epoch)
+                        return True
+                    return False
+                on_epoch = score_on_dev
+        model.weights = train_stage(attrs, starts, ctx, -1, cand, cand_n, gold, bits, epochs,
+                                    seed=seed, on_epoch=on_epoch)
+        model.meta = {"epochs": best["epoch"], "bits": bits, "seed": seed,
+                      "paragraphs": len(paragraphs), "skipped_sentences": skipped,
+                      "dev_boundary_f1": round(best["f1"], 2) if best["f1"] >= 0 else None}
+        return model
+
+    def _pack(self, texts: list[str], labels: list[np.ndarray] | None = None):
+        starts = np.zeros(len(texts) + 1, dtype=np.int64)
+        np.cumsum([len(t) for t in texts], out=starts[1:])
+        attrs = (np.concatenate([self.attributes.rows(t) for t in texts]) if texts
+                 else np.zeros((0, N_ATTRS), dtype=np.uint64))
+        gold = np.concatenate(labels).astype(np.int32) if labels is not None else None
+        return attrs, starts, gold
+
+    def _labels(self, attrs: np.ndarray, starts: np.ndarray) -> np.ndarray:
+        out = np.zeros(len(attrs), dtype=np.int32)
+        if len(out):
+            cand = np.array([[NONE, TOKEN_END, SENTENCE_END]], dtype=np.int32)
+            greedy_tag(attrs, starts, np.zeros((len(attrs), 0), dtype=np.int32), -1, cand,
+                       np.array([3], dtype=np.int32), self.weights, self.bits, out)
+        return out
+
+    # ------------------------------------------------------------------ tokenizing
+    def split(self, paragraphs: Iterable[str]) -> Iterator[tuple[str, list[tuple[int, int]], bool]]:
+        """(paragraph, token spans (start, end) of one sentence, whether it is the
+        paragraph's first sentence) for every sentence; paragraphs are tokenized about
+        BATCH_CHARS characters at a time, so memory stays bounded."""
+        batch: list[str] = []
+        size = 0
+        for p in paragraphs:
+            if not p.strip():
+                continue
+            batch.append(p)
+            size += len(p)
+            if size >= BATCH_CHARS:
+                yield from self._split_batch(batch)
+                batch, size = [], 0
+        if batch:
+            yield from self._split_batch(batch)
+
+    def _split_batch(self, texts: list[str]):
+        attrs, starts, _ = self._pack(texts)
+        labels = self._labels(attrs, starts)
+        for k, text in enumerate(texts):
+            lab = labels[starts[k]: starts[k + 1]]
+            if not self.spaces_in_tokens:
+                before = np.array([m.start() - 1 for m in _SPACE.finditer(text)], dtype=np.int64)
+                before = before[before >= 0]
+                lab[before] = np.maximum(lab[before], TOKEN_END)
+            cuts = np.flatnonzero(lab > 0).tolist()
+            if not cuts or cuts[-1] != len(text) - 1:
+                cuts.append(len(text) - 1)
+            spans: list[tuple[int, int]] = []
+            first = True
+            begin = 0
+            for end in cuts:
+                piece = text[begin: end + 1]
+                core = piece.strip()
+                if core:
+                    a = begin + len(piece) - len(piece.lstrip())
+                    spans.append((a, a + len(core)))
+                begin = end + 1
+                if spans and (lab[end] == SENTENCE_END or len(spans) >= MAX_SENTENCE_TOKENS):
+                    yield text, spans, first
+                    spans, first = [], False
+            if spans:
+                yield text, spans, first
+
+    def tokenize(self, paragraphs: Iterable[str], first_id: int = 1) -> Iterator[Sentence]:
+        """Sentences of words, ready to tag and parse: FORM filled, ``# newpar``,
+        ``# sent_id`` and ``# text`` comments, multiword-token lines, ``SpaceAfter=No``
+        in MISC where no space follows a token. O(characters)."""
+        number = first_id - 1
+        for text, spans, first in self.split(paragraphs):
+            number += 1
+            yield self._sentence(text, spans, first, number)
+
+    def _sentence(self, text: str, spans: list[tuple[int, int]], first: bool,
+                  number: int) -> Sentence:
+        forms: list[str] = []
+        misc: list[str] = []
+        extra: list[tuple[int, str]] = []
+        for a, b in spans:
+            token = text[a:b]
+            no_space = b < len(text) and not text[b].isspace()
+            words = self._expand(token)
+            if len(words) > 1:
+                start = len(forms) + 1
+                extra.append((len(forms), f"{start}-{start + len(words) - 1}\t{token}"
+                                          f"\t_\t_\t_\t_\t_\t_\t_\t"
+                                          f"{'SpaceAfter=No' if no_space else '_'}"))
+                forms.extend(words)
+                misc.extend(["_"] * len(words))
+            else:
+                forms.append(token)
+                misc.append("SpaceAfter=No" if no_space else "_")
+        comments = (["# newpar"] if first else []) + [
+            f"# sent_id = {number}", "# text = " + " ".join(text[spans[0][0]: spans[-1][1]].split())]
+        s = Sentence.from_columns(forms, misc=misc, comments=comments)
+        s.extra = extra
+        return s
+
+    def _expand(self, token: str) -> tuple[str, ...]:
+        low = token.lower()
+        words = self.multiword.get(low)
+        if words is None:
+            if low in self.tokens or len(low) != len(token):
+                return (token,)
+            for suffix in self.suffixes:
+                if low.endswith(suffix) and len(low) > len(suffix):
+                    cut = len(token) - len(suffix)
+                    return (token[:cut], token[cut:])
+            return (token,)
+        if "".join(words) == low and len(low) == len(token):
+            # the words spell the token out: cut the token itself, keeping its case
+            out, at = [], 0
+            for w in words:
+                out.append(token[at: at + len(w)])
+                at += len(w)
+            return tuple(out)
+        if token.isupper() and len(token) > 1:
+            return tuple(w.upper() for w in words)
+        if token[:1].isupper():
+            return (words[0][:1].upper() + words[0][1:],) + tuple(words[1:])
+        return tuple(words)
+
+    # ------------------------------------------------------------------ persistence
+    def put(self, meta: dict, arrays: dict) -> None:
+        """Add the tokenizer to a model file's metadata (``tokenizer``) and arrays
+        (``tokenizer_*``)."""
+        put_weights(arrays, "tokenizer_w", self.weights)
+        put_strings(arrays, "tokenizer_tokens", sorted(self.tokens))
+        chunks = sorted(self.segmentations)
+        put_strings(arrays, "tokenizer_seg_chunks", chunks)
+        put_strings(arrays, "tokenizer_seg_offsets",
+                    [",".join(map(str, sorted(self.segmentations[c]))) for c in chunks])
+        surface = sorted(self.multiword)
+        put_strings(arrays, "tokenizer_mwt_forms", surface)
+        put_strings(arrays, "tokenizer_mwt_words", ["\t".join(self.multiword[f]) for f in surface])
+        put_strings(arrays, "tokenizer_suffixes", self.suffixes)
+        meta["tokenizer"] = {"features_version": FEATURES_VERSION, "bits": self.bits,
+                             "spaces_in_tokens": self.spaces_in_tokens, "training": self.meta}
+
+    @classmethod
+    def from_file_contents(cls, fields: MetaFields, arrays) -> "Tokenizer":
+        """The tokenizer of a model file; ModelError / ValueError when inconsistent."""
+        cfg = fields.section("tokenizer")
+        cfg.int("features_version", FEATURES_VERSION, FEATURES_VERSION)
+        bits = cfg.int("bits", 8, 26)
+        weights = get_weights(arrays, "tokenizer_w", (1 << bits) + MAX_CANDIDATES)
+        tokens = set(get_strings(arrays, "tokenizer_tokens").tolist())
+        chunks = get_strings(arrays, "tokenizer_seg_chunks").tolist()
+        offsets = get_strings(arrays, "tokenizer_seg_offsets").tolist()
+        forms = get_strings(arrays, "tokenizer_mwt_forms").tolist()
+        words = get_strings(arrays, "tokenizer_mwt_words").tolist()
+        if len(chunks) != len(offsets) or len(forms) != len(words):
+            raise ValueError("tokenizer lexicon arrays differ in length")
+        segmentations = {}
+        for c, o in zip(chunks, offsets):
+            try:
+                segmentations[c] = frozenset(int(x) for x in o.split(",") if x)
+            except ValueError:
+                raise ValueError(f"tokenizer segmentation {o[:40]!r} is not a list of "
+                                 "offsets") from None
+        multiword = {f: tuple(w.split("\t")) for f, w in zip(forms, words)}
+        return cls(weights, bits, tokens, segmentations, multiword,
+                   cfg.json("training", dict, {}), cfg.bool("spaces_in_tokens"),
+                   get_strings(arrays, "tokenizer_suffixes", max_count=1 << 16).tolist())
+
+
+def _boundary_f1(gold: np.ndarray, pred: np.ndarray) -> float:
+    """F1 (percent) of predicted boundaries (label and position both right)."""
+    g = gold > 0
+    p = pred > 0
+    correct = int(((gold == pred) & g).sum())
+    if not g.any() and not p.any():
+        return 100.0
+    precision = correct / max(int(p.sum()), 1)
+    recall = correct / max(int(g.sum()), 1)
+    return 0.0 if correct == 0 else 200.0 * precision * recall / (precision + recall)

@@ -18,6 +18,7 @@ __all__ = [
     "ModelError",
     "Sentence",
     "__version__",
+    "load",
 ]
 
 # The public names below are added by their modules as they land; importing them
@@ -28,6 +29,15 @@ _LAZY = {
     "evaluate": "arboreal.evaluation",
     "Parser": "arboreal.models",
 }
+
+
+def load(path) -> "object":
+    """Load a model file written by ``arboreal train`` (any model type); the model
+    parses sentences (``parse``), raw text (``parse_text``) and token lists
+    (``parse_tokens``). ModelError for a file that is not a valid model."""
+    from arboreal.models import load_model
+
+    return load_model(path)
 
 
 def __getattr__(name: str):

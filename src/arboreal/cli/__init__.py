@@ -19,7 +19,7 @@ from arboreal._atomic import Terminated
 from arboreal.errors import ArborealError
 
 #: subcommand modules, in the order ``arboreal --help`` lists them
-SUBCOMMANDS = ("train", "parse", "eval", "stats", "validate", "projectivize")
+SUBCOMMANDS = ("train", "parse", "tag", "eval", "stats", "validate", "projectivize")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,38 +1,76 @@
-"""``arboreal parse``: parse CoNLL-U input with a trained model."""
+"""``arboreal parse``: parse CoNLL-U or tokenized text with a trained model."""
 from __future__ import annotations
 
 import sys
 import warnings
 
+from arboreal.errors import ArborealError
 
-def add_parser(subparsers) -> None:
-    p = subparsers.add_parser(
-        "parse", help="parse CoNLL-U input with a trained model",
-        description="Fill HEAD and DEPREL of every word; every other column, comment, "
-                    "multiword token and empty node is kept. Reads standard input and writes "
-                    "standard output when no file is given; HEAD may be '_' in the input. "
-                    "The input is streamed (a batch of sentences at a time), so memory does "
-                    "not grow with the corpus; an output file is written atomically.")
-    p.add_argument("model", metavar="MODEL", help="model file written by 'arboreal train'")
-    p.add_argument("input", metavar="INPUT.conllu", nargs="?", default="-",
+
+def add_input_arguments(p) -> None:
+    """INPUT, -o, --input and --retag: shared by ``parse`` and ``tag``."""
+    from arboreal.io.text import INPUT_FORMATS
+
+    p.add_argument("input", metavar="INPUT", nargs="?", default="-",
                    help="input file (default: standard input)")
     p.add_argument("-o", "--output", metavar="OUTPUT.conllu", default="-",
                    help="output file, written atomically (default: standard output)")
+    p.add_argument("--input", dest="input_format", choices=INPUT_FORMATS, default="conllu",
+                   help="conllu (default): CoNLL-U, tag columns that are '_' throughout a "
+                        "sentence predicted; tokenized: one sentence per line, tokens "
+                        "separated by spaces; text: raw text, paragraphs separated by blank "
+                        "lines (tokenized and split into sentences by the model)")
+    p.add_argument("--retag", action="store_true",
+                   help="predict UPOS, XPOS, FEATS and LEMMA even where the input has them")
+
+
+def add_parser(subparsers) -> None:
+    p = subparsers.add_parser(
+        "parse", help="parse raw text, tokenized text or CoNLL-U with a trained model",
+        description="Fill HEAD and DEPREL of every word; every other column, comment, "
+                    "multiword token and empty node is kept, except tag columns (UPOS, "
+                    "XPOS, FEATS, LEMMA) that are '_' throughout a sentence: the model's "
+                    "tagger fills them (a model without a tagger refuses input without "
+                    "UPOS). Reads standard input and writes standard output when no file "
+                    "is given; HEAD may be '_' in the input. The input is streamed (a batch "
+                    "of sentences at a time), so memory does not grow with the corpus; an "
+                    "output file is written atomically.")
+    p.add_argument("model", metavar="MODEL", help="model file written by 'arboreal train'")
+    add_input_arguments(p)
     p.set_defaults(func=run)
 
 
+def tagged_input(model, args):
+    """The input's sentences with missing tags predicted (a stream, a batch at a time);
+    an error about a sentence names the input file."""
+    from arboreal.io.conllu import batched
+    from arboreal.io.text import iter_input
+    from arboreal.models.pipeline import complete_tags
+
+    name = "<stdin>" if args.input == "-" else args.input
+    if args.input_format == "text" and getattr(model, "tokenizer", None) is None:
+        raise ArborealError(f"{args.model}: this model has no tokenizer (its treebank had no "
+                            "'# text' lines, or it was trained with --no-tokenizer): give "
+                            "--input tokenized or conllu")
+    stream = iter_input(args.input, args.input_format, getattr(model, "tokenizer", None))
+    for batch in batched(stream, 4096):
+        try:
+            batch = complete_tags(model, batch, args.retag)
+        except ArborealError as exc:
+            raise ArborealError(f"{name}: {exc}") from None
+        yield from batch
+
+
 def run(args) -> int:
-    from arboreal.io.conllu import iter_conllu, write_conllu
+    from arboreal.io.conllu import write_conllu
     from arboreal.models import load_model, parse_iter
 
     model = load_model(args.model)
-    # streamed: read, parse and write a batch of sentences at a time, so a corpus of
-    # any size parses in bounded memory (an output file still appears only complete)
-    # the input's trees are replaced, so they are not checked (HEAD may be '_')
-    sentences = iter_conllu(args.input, allow_missing_heads=True, check_trees=False)
+    # streamed: read, tag, parse and write a batch of sentences at a time, so a corpus
+    # of any size parses in bounded memory (an output file still appears only complete)
     with warnings.catch_warnings():   # summed up in one line below instead
         warnings.filterwarnings("ignore", message=r".*memory budget")
-        write_conllu(parse_iter(model, sentences), args.output)
+        write_conllu(parse_iter(model, tagged_input(model, args)), args.output)
     fallbacks = getattr(model, "fallbacks_total", 0)
     if fallbacks:
         print(f"arboreal: warning: {fallbacks} sentence(s) too long for the order-"

@@ -90,6 +90,20 @@ def add_parser(subparsers) -> None:
     p.add_argument("--no-projectivize", action="store_true",
                    help="with --decoder eisner, train on the trees as given instead of "
                         "their minimum-loss projective versions")
+    p.add_argument("--no-tagger", action="store_true",
+                   help="train the parser alone, on the treebank's own tags (parsing then "
+                        "needs tagged input); by default a tagger (UPOS, XPOS, FEATS, LEMMA) "
+                        "is trained too, saved in the model, and the parser is trained on "
+                        "jackknifed predicted tags")
+    p.add_argument("--no-tokenizer", action="store_true",
+                   help="do not train a tokenizer and sentence splitter (by default one is "
+                        "trained on the treebank's '# text' lines and saved in the model, "
+                        "for parsing raw text)")
+    p.add_argument("--jackknife", type=_positive, default=None, metavar="K",
+                   help="folds of the jackknifed training tags (default 5)")
+    p.add_argument("--tagger-epochs", type=_positive, default=None, metavar="N",
+                   help="tagger training passes per stage (default 10; with --dev the "
+                        "best pass on dev is kept)")
     p.add_argument("--quiet", action="store_true", help="no progress bar or epoch lines")
     p.set_defaults(func=run)
 
@@ -121,26 +135,46 @@ def run(args) -> int:
                   epochs=args.epochs, seed=args.seed, features=args.features,
                   feature_cutoff=args.feature_cutoff, hash_bits=args.hash_bits)
     progress, log = _reporting(args, len(train))
-    if args.order > 1:
-        from arboreal.models import higher_order
-
-        with warnings.catch_warnings():   # summed up in one line below instead
-            warnings.filterwarnings("ignore", message=r".*memory budget")
-            model = higher_order.train(train, dev, order=args.order, parts=args.parts,
-                                       progress=progress, log=log, **common, **options)
-        if model.train_skipped:
-            print(f"arboreal: warning: {model.train_skipped} training sentence(s) too long "
-                  f"for the order-{args.order} memory budget were trained at first order "
-                  f"only", file=sys.stderr)
-    else:
+    if args.order == 1:
         if args.parts:
             raise ArborealError("--parts needs --order 2 or 3")
         if args.hash_bits > 30 or args.hash_bits < 10:
             raise ArborealError("--hash-bits must lie in 10..30")
+    if args.no_tagger and (args.jackknife or args.tagger_epochs):
+        raise ArborealError("--jackknife and --tagger-epochs need the tagger (no --no-tagger)")
+
+    def train_parser(train_sentences, dev_sentences):
+        if args.order > 1:
+            from arboreal.models import higher_order
+
+            with warnings.catch_warnings():   # summed up in one line below instead
+                warnings.filterwarnings("ignore", message=r".*memory budget")
+                model = higher_order.train(train_sentences, dev_sentences, order=args.order,
+                                           parts=args.parts, progress=progress, log=log,
+                                           **common, **options)
+            if model.train_skipped:
+                print(f"arboreal: warning: {model.train_skipped} training sentence(s) too "
+                      f"long for the order-{args.order} memory budget were trained at first "
+                      f"order only", file=sys.stderr)
+            return model
         from arboreal.models import Parser
 
-        model = Parser.train(train, dev, progress=progress, log=log,
-                             projectivize=not args.no_projectivize, **common, **options)
+        return Parser.train(train_sentences, dev_sentences, progress=progress, log=log,
+                            projectivize=not args.no_projectivize, **common, **options)
+
+    from arboreal.models.pipeline import JACKKNIFE_FOLDS, train_pipeline
+    from arboreal.models.tagger import DEFAULT_EPOCHS
+
+    say = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = train_pipeline(train, dev, train_parser, tagger=not args.no_tagger,
+                               tokenizer=not args.no_tokenizer,
+                               folds=args.jackknife or JACKKNIFE_FOLDS,
+                               tagger_epochs=args.tagger_epochs or DEFAULT_EPOCHS,
+                               seed=args.seed, log=say)
+    for w in caught:
+        print(f"arboreal: warning: {w.message}", file=sys.stderr)
     model.save(args.output)
     if not args.quiet:
         best = model.meta.get("best_epoch")

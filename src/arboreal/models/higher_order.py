@@ -79,6 +79,8 @@ from arboreal.inference.higher_order.memory import (DEFAULT_BUDGET, MemoryBudget
 from arboreal.learn.perceptron import final_weights
 from arboreal.models.labeler import Labeler, label_templates
 from arboreal.models.pieces import parse_in_pieces
+from arboreal.models.pipeline import (PipelineMixin, attach_pipeline,
+                                       complete_tags, put_pipeline)
 from arboreal.models.serialization import (get_weights, load_model_file, put_strings,
                                            put_vocabs, put_weights, save_model_file)
 
@@ -126,7 +128,7 @@ def _length_chunks(lengths: np.ndarray) -> list[np.ndarray]:
     return chunks
 
 
-class HigherOrderParser:
+class HigherOrderParser(PipelineMixin):
     """Second/third-order parser trained with the averaged perceptron or MIRA.
 
     Args:
@@ -215,6 +217,8 @@ class HigherOrderParser:
         self.fallbacks_total = self.tightened_total = 0
         #: sentences parsed in pieces so far (longer than arboreal.models.pieces.MAX_WORDS)
         self.split_total = 0
+        #: the Tokenizer and Tagger before the parser (arboreal.models.pipeline)
+        self.tokenizer = self.tagger = None
         #: training sentences left out of the higher-order epochs (over the budget)
         self.train_skipped = 0
 
@@ -566,11 +570,14 @@ class HigherOrderParser:
         self._check_trained()
         return self._heads_of(self.fs.encode(list(sentences)))
 
-    def parse(self, sentences: Sequence) -> list:
-        """Copies of the sentences with predicted HEAD and DEPREL columns (DEPS ``_``).
+    def parse(self, sentences: Sequence, retag: bool = False) -> list:
+        """Copies of the sentences with predicted HEAD and DEPREL columns (DEPS ``_``),
+        missing tag columns filled by the model's tagger (all with ``retag``; see
+        :func:`arboreal.models.pipeline.complete_tags`).
         Sentences over :data:`arboreal.models.pieces.MAX_WORDS` words are parsed in
         pieces (bounded memory; counted in ``split_total``)."""
         self._check_trained()
+        sentences = complete_tags(self, sentences, retag)
         parsed, split = parse_in_pieces(self._parse_whole, sentences, self.single_root)
         self.split_total += split
         return parsed
@@ -627,6 +634,7 @@ class HigherOrderParser:
                 "options": self._options(), "features": self.fs.config(),
                 "labeler": {"templates": self.labeler.templates, "bits": self.labeler.bits},
                 "stats": self.stats, **self.meta}
+        put_pipeline(self, meta, arrays)
         save_model_file(path, meta, arrays)
 
     @classmethod
@@ -675,6 +683,7 @@ class HigherOrderParser:
             p.labeler = Labeler.from_file_contents(fields, arrays)
             p.stats = stats
             p.meta = {k: meta[k] for k in ("best_epoch", "history") if k in meta}
+            attach_pipeline(p, path, meta, arrays)
         except (KeyError, TypeError, ValueError) as exc:
             raise ModelError(f"{path}: model file is incomplete or corrupt ({exc})") from None
         return p

@@ -19,6 +19,8 @@ from arboreal.features.first_order import ATTRS, N_RESERVED, TEMPLATE_SETS, Feat
 from arboreal.features.hashing import as_aligned
 from arboreal.learn import ArcFactoredData, decode, get_learner
 from arboreal.models.pieces import parse_in_pieces
+from arboreal.models.pipeline import (PIPELINE_SECTIONS, PipelineMixin, attach_pipeline,
+                                       complete_tags, put_pipeline)
 from arboreal.models.labeler import (MAX_TABLE_ENTRIES, TRAIN_TABLE_ENTRIES, Labeler,
                                      check_templates, fitting_bits, label_templates)
 from arboreal.models.serialization import (MAX_WEIGHT_BITS, MetaFields, array_shape,
@@ -111,7 +113,7 @@ def _is_projective(heads: np.ndarray) -> bool:
     return True
 
 
-class Parser:
+class Parser(PipelineMixin):
     """First-order spanning-tree parser (McDonald, Crammer & Pereira 2006).
 
     Attributes: ``features`` (:class:`FeatureSet`), ``weights`` (dim,) float32,
@@ -140,6 +142,8 @@ class Parser:
                               else np.asarray(label_weights, dtype=np.float32))
         #: sentences parsed in pieces so far (longer than arboreal.models.pieces.MAX_WORDS)
         self.split_total = 0
+        #: the Tokenizer and Tagger before the parser (arboreal.models.pipeline)
+        self.tokenizer = self.tagger = None
 
     # ------------------------------------------------------------------ training
     @classmethod
@@ -361,10 +365,14 @@ class Parser:
         """(heads, deprels) for every sentence, without building new Sentence objects."""
         return self._predict_encoded(self.features.encode(sentences))
 
-    def parse(self, sentences: list) -> list:
+    def parse(self, sentences: list, retag: bool = False) -> list:
         """Parsed copies of ``sentences``: HEAD and DEPREL filled, DEPS ``_``, everything
-        else kept. Sentences over :data:`arboreal.models.pieces.MAX_WORDS` words are
-        parsed in pieces (bounded memory; counted in ``split_total``)."""
+        else kept, except tag columns that are ``_`` throughout a sentence, which the
+        model's tagger fills (every tag column with ``retag``; see
+        :func:`arboreal.models.pipeline.complete_tags`). Sentences over
+        :data:`arboreal.models.pieces.MAX_WORDS` words are parsed in pieces (bounded
+        memory; counted in ``split_total``)."""
+        sentences = complete_tags(self, sentences, retag)
         parsed, split = parse_in_pieces(self._parse_whole, sentences, self.single_root)
         self.split_total += split
         return parsed
@@ -391,6 +399,7 @@ class Parser:
         if self.label_features is not None:
             put_weights(arrays, "lv", self.label_weights)
             meta["label_features"] = self.label_features.config()
+        put_pipeline(self, meta, arrays)
         save_model_file(path, meta, arrays)
 
     @classmethod
@@ -421,8 +430,10 @@ class Parser:
             raise ModelError(f"{path}: model file is incomplete or corrupt ({exc})") from None
         rest = {k: v for k, v in meta.items()
                 if k not in ("format", "format_version", "model_type", "decoder", "single_root",
-                             "features", "labeler", "label_features")}
-        return cls(fs, weights, labeler, decoder, single_root, rest, lf, lv)
+                             "features", "labeler", "label_features", *PIPELINE_SECTIONS)}
+        parser = cls(fs, weights, labeler, decoder, single_root, rest, lf, lv)
+        attach_pipeline(parser, path, meta, arrays)
+        return parser
 
 
 def label_features_from_file(fields: MetaFields, labels: np.ndarray, n_pos_vocab: int):

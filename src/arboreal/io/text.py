@@ -1,0 +1,139 @@
+"""Plain-text inputs: tokenized text (one sentence per line, tokens separated by spaces).
+
+Sentences read from text have FORM filled and every other column ``_``; each carries
+``# sent_id`` and ``# text`` comments so that the CoNLL-U written for it is complete.
+"""
+from __future__ import annotations
+
+import os
+import re
+import sys
+from typing import Iterator
+
+from arboreal.errors import FormatError
+from arboreal.io.conllu import MAX_SENTENCE_BYTES, _decode, _source_name
+from arboreal.io.sentence import Sentence
+
+#: control characters that are not whitespace (whitespace separates tokens)
+_CONTROL = re.compile("[\x00-\x08\x0e-\x1b\x7f]")
+
+
+def _lines(path_or_file, name: str) -> Iterator[tuple[int, bytes]]:
+    """(line number, bytes without the line end) of a byte stream, each line at most
+    MAX_SENTENCE_BYTES long (FormatError otherwise)."""
+    own = False
+    if isinstance(path_or_file, (str, os.PathLike)):
+        if str(path_or_file) == "-":
+            f = getattr(sys.stdin, "buffer", sys.stdin)
+        else:
+            f = open(path_or_file, "rb")
+            own = True
+    else:
+        f = path_or_file
+    try:
+        number = 0
+        while True:
+            line = f.readline(MAX_SENTENCE_BYTES + 1)
+            if isinstance(line, str):
+                line = line.encode("utf-8")
+            if not line:
+                return
+            number += 1
+            if len(line) > MAX_SENTENCE_BYTES and not line.endswith(b"\n"):
+                raise FormatError(name, number, f"line longer than {MAX_SENTENCE_BYTES >> 20} "
+                                  "MiB (one sentence per line is expected)")
+            yield number, line.rstrip(b"\r\n")
+    finally:
+        if own:
+            f.close()
+
+
+def iter_tokenized(path_or_file) -> Iterator[Sentence]:
+    """Sentences of tokenized text: one sentence per non-blank line, tokens separated
+    by whitespace. FormatError (file, line) for invalid UTF-8, a control character that is
+    not whitespace or a line over
+    MAX_SENTENCE_BYTES; an input without any token is an error too. O(bytes)."""
+    name = _source_name(path_or_file)
+    count = 0
+    for number, raw in _lines(path_or_file, name):
+        text = _decode(raw, name, number)
+        _check_controls(text, name, number)
+        tokens = text.split()
+        if not tokens:
+            continue
+        count += 1
+        s = Sentence.from_columns(tokens, comments=[f"# sent_id = {count}",
+                                                    f"# text = {' '.join(tokens)}"])
+        s.line = number
+        yield s
+    if count == 0:
+        raise FormatError(name, 1, "empty input (no tokens)")
+
+
+def paragraphs_of(text: str) -> list[str]:
+    """The paragraphs of a text: blocks separated by blank lines (lines of whitespace),
+    each with its lines joined by single line feeds."""
+    return [p for p in _BLANK_LINES.split(text) if p.strip()]
+
+
+_BLANK_LINES = re.compile(r"\n[^\S\n]*\n\s*")
+
+
+def iter_paragraphs(path_or_file) -> Iterator[str]:
+    """Stream the paragraphs of a raw-text file (blank lines separate them; a line is
+    at most MAX_SENTENCE_BYTES, a paragraph too, else FormatError). Same checks as
+    :func:`iter_tokenized` (UTF-8, control characters, not empty)."""
+    name = _source_name(path_or_file)
+    lines: list[str] = []
+    size = 0
+    seen = False
+    for number, raw in _lines(path_or_file, name):
+        text = _decode(raw, name, number)
+        _check_controls(text, name, number)
+        if not text.strip():
+            if lines:
+                seen = True
+                yield "\n".join(lines)
+                lines, size = [], 0
+            continue
+        lines.append(text)
+        size += len(raw) + 1
+        if size > MAX_SENTENCE_BYTES:
+            raise FormatError(name, number, f"paragraph longer than {MAX_SENTENCE_BYTES >> 20} "
+                              "MiB without a blank line")
+    if lines:
+        seen = True
+        yield "\n".join(lines)
+    if not seen:
+        raise FormatError(name, 1, "empty input (no text)")
+
+
+def _check_controls(text: str, name: str, number: int) -> None:
+    bad = _CONTROL.search(text)
+    if bad:
+        hint = "binary input?" if bad.group() == "\x00" else "no CoNLL-U field may hold one"
+        raise FormatError(name, number, f"control character U+{ord(bad.group()):04X} in "
+                          f"the line ({hint})")
+
+
+#: the input formats of ``arboreal parse`` / ``arboreal tag`` (--input)
+INPUT_FORMATS = ("conllu", "tokenized", "text")
+
+
+def iter_input(path_or_file, input_format: str = "conllu", tokenizer=None) -> Iterator[Sentence]:
+    """Stream the sentences of a file to be tagged or parsed: ``conllu`` (HEAD may be
+    ``_``; trees are not checked since they are about to be replaced), ``tokenized``
+    (:func:`iter_tokenized`) or ``text`` (raw text, paragraphs cut by ``tokenizer``,
+    a :class:`~arboreal.models.tokenizer.Tokenizer`)."""
+    if input_format == "text":
+        if tokenizer is None:
+            raise ValueError("raw text needs a tokenizer")
+        return tokenizer.tokenize(iter_paragraphs(path_or_file))
+    if input_format == "conllu":
+        from arboreal.io.conllu import iter_conllu
+
+        return iter_conllu(path_or_file, allow_missing_heads=True, check_trees=False)
+    if input_format == "tokenized":
+        return iter_tokenized(path_or_file)
+    raise ValueError(f"input format must be one of {', '.join(INPUT_FORMATS)}, "
+                     f"not {input_format!r}")

@@ -1,0 +1,195 @@
+"""Tagger and parser in one model: what the parser sees is what it was trained on.
+
+A parser's features read UPOS, XPOS, FEATS and LEMMA; text to be parsed rarely has
+them. A model trained by :func:`train_pipeline` carries a :class:`Tagger` (attribute
+``tagger``, saved in the same model file) and its parser is trained on *jackknifed*
+predicted tags: the training treebank is cut into :data:`JACKKNIFE_FOLDS` consecutive
+parts, each tagged by a tagger trained on the others, so the parser learns from tags
+as wrong as the ones it will see. Five folds: each fold tagger sees 80% of the data
+(its tags are a little worse than the final tagger's, which sees all of it), at the
+cost of five extra tagger trainings (ten folds would double it).
+
+:func:`complete_tags` is what every model's ``parse`` calls first: columns that are
+``_`` throughout a sentence are predicted by the model's tagger (all of them with
+``retag``); a model without a tagger refuses a sentence without UPOS rather than
+parse it badly.
+"""
+from __future__ import annotations
+
+import warnings
+from dataclasses import replace
+from typing import Callable, Sequence
+
+from arboreal.errors import ArborealError
+from arboreal.models.serialization import MetaFields
+from arboreal.models.tagger import COLUMNS, DEFAULT_EPOCHS, Tagger
+
+JACKKNIFE_FOLDS = 5
+#: fewer training sentences per fold than this: no jackknifing (a warning)
+MIN_SENTENCES_PER_FOLD = 10
+#: the columns a tagger can fill, as Sentence attributes
+TAG_COLUMNS = tuple(COLUMNS.values())
+
+
+def _missing(s, columns: Sequence[str]) -> tuple[str, ...]:
+    """The columns of ``columns`` that are ``_`` for every word of ``s``."""
+    if len(s) == 0:
+        return ()
+    return tuple(c for c in columns if all(v == "_" for v in getattr(s, c)[1:].tolist()))
+
+
+def _where(i: int, s) -> str:
+    return f"sentence {i + 1}" + (f" (line {s.line})" if s.line is not None else "")
+
+
+def complete_tags(model, sentences: Sequence, retag: bool = False) -> list:
+    """``sentences`` with the tagger's predictions where they lack tags (see the module
+    docstring); the sentences themselves are not modified. ArborealError for a
+    sentence without UPOS when ``model`` has no tagger. O(words) plus the tagging."""
+    sentences = list(sentences)
+    tagger = getattr(model, "tagger", None)
+    if tagger is None:
+        if retag:
+            raise ArborealError("this model has no tagger, so it cannot retag its input "
+                                "(train it without --no-tagger)")
+        for i, s in enumerate(sentences):
+            if _missing(s, ("upos",)):
+                raise ArborealError(
+                    f"{_where(i, s)} has no UPOS tags and this model has no tagger: its "
+                    "parser needs tagged input (give tagged CoNLL-U, or train the model "
+                    "with its tagger, the default of 'arboreal train')")
+        return sentences
+    wanted = [tagger.columns if retag else _missing(s, tagger.columns) for s in sentences]
+    todo = [i for i, w in enumerate(wanted) if w]
+    if not todo:
+        return sentences
+    tagged = tagger.tag([sentences[i] for i in todo])
+    out = list(sentences)
+    for i, t in zip(todo, tagged):
+        out[i] = replace(sentences[i], **{c: getattr(t, c) for c in wanted[i]})
+    return out
+
+
+def jackknife(sentences: Sequence, folds: int = JACKKNIFE_FOLDS,
+              train_tagger: Callable[[list], Tagger] | None = None,
+              log: Callable[[str], None] | None = None) -> list:
+    """Copies of ``sentences`` whose tag columns are predicted by taggers that did not
+    see them: ``folds`` consecutive parts, each tagged by ``train_tagger(rest)``
+    (default: ``Tagger.train`` with its defaults). O(folds) tagger trainings."""
+    sentences = list(sentences)
+    if folds < 2:
+        raise ArborealError("jackknifing needs at least 2 folds")
+    if len(sentences) < folds:
+        raise ArborealError(f"{len(sentences)} training sentences are too few for "
+                            f"{folds}-fold jackknifing of the tags (train with --no-tagger)")
+    train_tagger = train_tagger or (lambda part: Tagger.train(part))
+    bounds = [len(sentences) * k // folds for k in range(folds + 1)]
+    out: list = []
+    for k in range(folds):
+        a, b = bounds[k], bounds[k + 1]
+        if log is not None:
+            log(f"tagger: jackknife fold {k + 1}/{folds} (sentences {a + 1}-{b})")
+        tagger = train_tagger(sentences[:a] + sentences[b:])
+        out.extend(tagger.tag(sentences[a:b]))
+    return out
+
+
+def train_pipeline(train: list, dev: list | None, train_parser: Callable[[list, list | None], object],
+                   tagger: bool = True, tokenizer: bool = True, folds: int = JACKKNIFE_FOLDS,
+                   tagger_epochs: int = DEFAULT_EPOCHS, seed: int = 0,
+                   log: Callable[[str], None] | None = None):
+    """Train a tokenizer on the ``# text`` lines of ``train`` (when ``tokenizer``; skipped
+    with a warning when the treebank has none), a tagger (best epoch per stage on
+    ``dev``), then the parser by ``train_parser(train, dev)`` on jackknifed tags (dev
+    tagged by the final tagger, as at parse time); the returned parser carries the
+    tokenizer and the tagger. ``tagger=False``: the parser on the given tags."""
+    text_model = None
+    if tokenizer:
+        from arboreal.models.tokenizer import Tokenizer
+
+        try:
+            text_model = Tokenizer.train(train, dev, seed=seed, log=log)
+        except ArborealError as exc:
+            warnings.warn(f"no tokenizer: {exc}", stacklevel=2)
+    model = _tagger_and_parser(train, dev, train_parser, tagger, folds, tagger_epochs, seed, log)
+    model.tokenizer = text_model
+    return model
+
+
+def _tagger_and_parser(train, dev, train_parser, tagger, folds, tagger_epochs, seed, log):
+    if not tagger:
+        return train_parser(train, dev)
+    if not any(v != "_" for s in train for v in s.upos[1:].tolist()):
+        warnings.warn("the training data has no UPOS tags: no tagger is trained, and the "
+                      "parser needs tagged input", stacklevel=2)
+        return train_parser(train, dev)
+    final = Tagger.train(train, dev, epochs=tagger_epochs, seed=seed, log=log)
+    if len(train) < MIN_SENTENCES_PER_FOLD * folds:
+        warnings.warn(f"{len(train)} training sentences are too few for {folds}-fold "
+                      "jackknifing: the parser is trained on the treebank's own tags",
+                      stacklevel=2)
+        tagged_train = train
+    else:
+        # the fold taggers train as long as the final tagger's stages did on dev
+        epochs = {name: max(st.epochs, 1) for name, st in final.stages.items()}
+        tagged_train = jackknife(train, folds,
+                                 lambda part: Tagger.train(part, epochs=epochs, seed=seed), log)
+    tagged_dev = final.tag(dev) if dev else None
+    model = train_parser(tagged_train, tagged_dev)
+    model.tagger = final
+    final.meta["jackknife_folds"] = folds
+    return model
+
+
+#: the metadata sections of the pipeline's parts (not the parser's own)
+PIPELINE_SECTIONS = ("tagger", "tokenizer")
+
+
+def put_pipeline(model, meta: dict, arrays: dict) -> None:
+    """Add ``model.tagger`` and ``model.tokenizer`` (those present) to a model file
+    being written."""
+    for part in PIPELINE_SECTIONS:
+        if getattr(model, part, None) is not None:
+            getattr(model, part).put(meta, arrays)
+
+
+def attach_pipeline(model, path: str, meta: dict, arrays) -> None:
+    """Set ``model.tagger`` and ``model.tokenizer`` from a model file (None where the
+    file has none); ModelError naming the file when one is inconsistent."""
+    from arboreal.errors import ModelError
+    from arboreal.models.tokenizer import Tokenizer
+
+    for part, cls in (("tagger", Tagger), ("tokenizer", Tokenizer)):
+        value = None
+        if part in meta:
+            try:
+                value = cls.from_file_contents(MetaFields(path, meta), arrays)
+            except (KeyError, TypeError, ValueError) as exc:
+                raise ModelError(f"{path}: model file's {part} is incomplete or corrupt "
+                                 f"({exc})") from None
+        setattr(model, part, value)
+
+
+class PipelineMixin:
+    """Text-level entry points shared by every parser class (``tagger`` and
+    ``tokenizer`` attributes, ``parse(sentences, retag)`` method)."""
+
+    tagger = None
+    tokenizer = None
+
+    def parse_text(self, text: str) -> list:
+        """Parse raw text: paragraphs separated by blank lines are tokenized, split into
+        sentences, tagged and parsed. ArborealError for a model without a tokenizer."""
+        if self.tokenizer is None:
+            raise ArborealError("this model has no tokenizer (its treebank had no '# text' "
+                                "lines, or it was trained with --no-tokenizer); give "
+                                "tokenized input instead")
+        from arboreal.io.text import paragraphs_of
+
+        return self.parse(list(self.tokenizer.tokenize(paragraphs_of(text))))
+
+    def parse_tokens(self, sentences: Sequence[Sequence[str]]) -> list:
+        """Parse pre-tokenized sentences (each a list of word forms)."""
+        from arboreal.io.sentence import Sentence
+
+        return self.parse([Sentence.from_columns(list(words)) for words in sentences])

@@ -1,0 +1,234 @@
+"""The tokenizer and sentence splitter: training from '# text' lines, multiword tokens,
+raw text through ``arboreal parse --input text`` and the Python API, hostile text."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from arboreal.cli import main
+from arboreal.errors import ArborealError
+from arboreal.io.conllu import format_conllu, read_conllu, write_conllu
+from arboreal.models.tokenizer import (MAX_SENTENCE_TOKENS, SENTENCE_END, TOKEN_END, Tokenizer,
+                                       training_paragraphs)
+
+SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample"
+
+
+@pytest.fixture(scope="module")
+def sample():
+    return (read_conllu(SAMPLE / "en_ewt-sample-train.conllu"),
+            read_conllu(SAMPLE / "en_ewt-sample-test.conllu"))
+
+
+@pytest.fixture(scope="module")
+def tokenizer(sample):
+    return Tokenizer.train(sample[0], epochs=5)
+
+
+def surface(s):
+    """The surface tokens of a sentence: multiword tokens once, as written."""
+    ranges = {}
+    for _, line in s.extra:
+        ident, form = line.split("\t")[:2]
+        if "-" in ident:
+            a, b = map(int, ident.split("-"))
+            ranges[a] = (b, form)
+    out, i = [], 1
+    while i <= len(s):
+        if i in ranges:
+            out.append(ranges[i][1])
+            i = ranges[i][0] + 1
+        else:
+            out.append(s.forms[i])
+            i += 1
+    return out
+
+
+def test_training_paragraphs_label_every_token_end(sample):
+    train, _ = sample
+    paragraphs, _, skipped = training_paragraphs(train)
+    assert skipped == 0
+    assert sum(int((lab == SENTENCE_END).sum()) for _, lab in paragraphs) == len(train)
+    n_tokens = sum(len(surface(s)) for s in train)
+    assert sum(int((lab > 0).sum()) for _, lab in paragraphs) == n_tokens
+    # paragraphs are the sentences' texts, in order, without the whitespace
+    joined = "".join(t for t, _ in paragraphs)
+    texts = "".join(c.split("=", 1)[1] for s in train for c in s.comments
+                    if c.startswith("# text ="))
+    assert re.sub(r"\s", "", joined) == re.sub(r"\s", "", texts)
+    for text, lab in paragraphs:      # a boundary never sits on whitespace
+        assert not any(text[i].isspace() for i in np.flatnonzero(lab))
+
+
+def test_tokenizer_recovers_the_test_tokens_and_sentences(sample, tokenizer):
+    _, test = sample
+    paragraphs, _, _ = training_paragraphs(test)
+    got = list(tokenizer.tokenize([t for t, _ in paragraphs]))
+    gold_tokens = [t for s in test for t in surface(s)]
+    got_tokens = [t for s in got for t in surface(s)]
+    # the characters are all there, in order
+    assert "".join(got_tokens) == "".join(gold_tokens)
+    # token boundaries: F1 of (start, end) character spans without whitespace
+    def spans(tokens):
+        out, pos = set(), 0
+        for t in tokens:
+            out.add((pos, pos + len(t)))
+            pos += len(t)
+        return out
+    g, p = spans(gold_tokens), spans(got_tokens)
+    f1 = 2 * len(g & p) / (len(g) + len(p))
+    assert f1 > 0.97            # measured on this sample: about 0.99
+    assert abs(len(got) - len(test)) < 0.2 * len(test)
+
+
+def surface_with_misc(s):
+    """(surface form, MISC) of each surface token (a multiword token's MISC is on its
+    range line)."""
+    ranges = {}
+    for _, line in s.extra:
+        f = line.split("\t")
+        a, sep, b = f[0].partition("-")
+        if sep:
+            ranges[int(a)] = (int(b), f[1], f[9])
+    out, i = [], 1
+    while i <= len(s):
+        if i in ranges:
+            b, form, misc = ranges[i]
+            out.append((form, misc))
+            i = b + 1
+        else:
+            out.append((s.forms[i], s.misc[i]))
+            i += 1
+    return out
+
+
+def test_output_text_round_trips(tokenizer):
+    import io
+
+    text = 'He said: "I don\'t know."  Then (at 5:30pm) he left.\nShe stayed, didn\'t she?'
+    sents = list(tokenizer.tokenize([text]))
+    rebuilt = "".join(form + ("" if "SpaceAfter=No" in misc else " ")
+                      for s in sents for form, misc in surface_with_misc(s))
+    assert rebuilt.strip() == " ".join(text.split())
+    # the output is valid CoNLL-U, multiword ranges included
+    back = read_conllu(io.BytesIO(format_conllu(sents).encode()), allow_missing_heads=True)
+    assert [b.forms.tolist() for b in back] == [s.forms.tolist() for s in sents]
+
+
+def test_multiword_tokens_are_expanded_with_their_casing(tmp_path):
+    lines = []
+    for k in range(30):
+        lines += [f"# sent_id = {k}", "# text = Vino del norte al pueblo.",
+                  "1\tVino\tvenir\tVERB\t_\t_\t0\troot\t_\t_",
+                  "2-3\tdel\t_\t_\t_\t_\t_\t_\t_\t_",
+                  "2\tde\tde\tADP\t_\t_\t4\tcase\t_\t_",
+                  "3\tel\tel\tDET\t_\t_\t4\tdet\t_\t_",
+                  "4\tnorte\tnorte\tNOUN\t_\t_\t1\tobl\t_\t_",
+                  "5-6\tal\t_\t_\t_\t_\t_\t_\t_\t_",
+                  "5\ta\ta\tADP\t_\t_\t7\tcase\t_\t_",
+                  "6\tel\tel\tDET\t_\t_\t7\tdet\t_\t_",
+                  "7\tpueblo\tpueblo\tNOUN\t_\t_\t1\tobl\t_\tSpaceAfter=No",
+                  "8\t.\t.\tPUNCT\t_\t_\t1\tpunct\t_\t_", ""]
+    path = tmp_path / "es.conllu"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    tok = Tokenizer.train(read_conllu(path), epochs=3)
+    [s] = list(tok.tokenize(["Del norte vino al pueblo."]))
+    assert s.forms[1:].tolist() == ["De", "el", "norte", "vino", "a", "el", "pueblo", "."]
+    assert [line.split("\t")[:2] for _, line in s.extra] == [["1-2", "Del"], ["5-6", "al"]]
+    assert s.misc[7] == "SpaceAfter=No"
+    # written and read back as CoNLL-U: ranges and words intact
+    out = tmp_path / "out.conllu"
+    write_conllu([s], out)
+    back = read_conllu(out, allow_missing_heads=True)
+    assert back[0].forms.tolist() == s.forms.tolist()
+
+
+def test_tokenizer_without_text_lines_is_an_error(sample):
+    train, _ = sample
+    stripped = [type(s)(**{**s.__dict__, "comments": []}) for s in train[:20]]
+    with pytest.raises(ArborealError, match="# text"):
+        Tokenizer.train(stripped)
+
+
+def test_text_without_sentence_ends_is_cut(tokenizer):
+    text = " ".join(["word"] * (3 * MAX_SENTENCE_TOKENS + 5))
+    sents = list(tokenizer.tokenize([text]))
+    assert [len(s) for s in sents] == [MAX_SENTENCE_TOKENS] * 3 + [5]
+
+
+def test_odd_text_gives_sentences(tokenizer):
+    text = "Ж ж mixed Ελληνικά 中文字 ٣٤ 🙂🙂 ...!!! a\tb\u00a0c \u200b x"
+    sents = list(tokenizer.tokenize([text]))
+    words = "".join(t for s in sents for t in surface(s))
+    assert words == re.sub(r"\s", "", text)
+
+
+# ---------------------------------------------------------------- the command line
+@pytest.fixture(scope="module")
+def model(tmp_path_factory, sample):
+    d = tmp_path_factory.mktemp("tok")
+    write_conllu(sample[0][:300], d / "train.conllu")
+    path = d / "m.model"
+    assert main(["train", str(d / "train.conllu"), "-o", str(path), "--epochs", "2",
+                 "--tagger-epochs", "2", "--hash-bits", "18", "--quiet"]) == 0
+    assert main(["train", str(d / "train.conllu"), "-o", str(d / "notok.model"), "--epochs",
+                 "1", "--tagger-epochs", "1", "--hash-bits", "16", "--no-tokenizer",
+                 "--quiet"]) == 0
+    return path
+
+
+def test_parse_raw_text(model, tmp_path):
+    src = tmp_path / "in.txt"
+    src.write_text("This is one. And this is two.\n\nA new paragraph.\n", encoding="utf-8")
+    out = tmp_path / "out.conllu"
+    assert main(["parse", str(model), str(src), "--input", "text", "-o", str(out)]) == 0
+    parsed = read_conllu(out)
+    assert all(s.has_heads for s in parsed) and len(parsed) >= 2
+    assert "# newpar" in parsed[0].comments
+    assert "".join(t for s in parsed for t in s.forms[1:]) == "Thisisone.Andthisistwo.Anewparagraph."
+    assert all(s.upos[1] != "_" for s in parsed)
+
+
+def test_tag_raw_text(model, tmp_path, capsys):
+    src = tmp_path / "in.txt"
+    src.write_text("Dogs bark.\n", encoding="utf-8")
+    assert main(["tag", str(model), str(src), "--input", "text"]) == 0
+    out = capsys.readouterr().out
+    assert "\tDogs\t" in out and "\tNOUN\t" in out
+
+
+@pytest.mark.parametrize("content,message", [
+    (b"", "empty input"),
+    (b"\n\n  \n", "empty input"),
+    (b"fine\n\x01bad\n", ":2: control character U+0001"),
+    (b"\xff\n", ":1: invalid UTF-8"),
+])
+def test_bad_text_is_one_line_error(model, tmp_path, capsys, content, message):
+    src = tmp_path / "bad.txt"
+    src.write_bytes(content)
+    out = tmp_path / "out.conllu"
+    assert main(["parse", str(model), str(src), "--input", "text", "-o", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and message in err and not out.exists()
+
+
+def test_model_without_tokenizer_refuses_text(model, tmp_path, capsys):
+    src = tmp_path / "in.txt"
+    src.write_text("Some text.\n", encoding="utf-8")
+    assert main(["parse", str(model.parent / "notok.model"), str(src), "--input", "text"]) == 2
+    assert "no tokenizer" in capsys.readouterr().err
+
+
+def test_python_api(model):
+    import arboreal
+
+    m = arboreal.load(str(model))
+    parsed = m.parse_text("The cat sat. It slept.")
+    assert "".join(t for s in parsed for t in s.forms[1:]) == "Thecatsat.Itslept."
+    assert all(s.has_heads for s in parsed) and len(parsed[0]) >= 3
+    [s] = m.parse_tokens([["The", "cat", "sat"]])
+    assert s.forms[1:].tolist() == ["The", "cat", "sat"] and s.has_heads
+    assert s.upos[1] != "_"

@@ -2,11 +2,12 @@
 sentence or is refused with ModelError (never another exception, never an unbounded
 allocation).
 
-Two tiny models (first order and order 2) are trained once per module; each case
-mutates their bytes (bit flips, overwrites, truncation, junk), their metadata (a
-field set to a hostile JSON value or removed), their members (oversized or lying
-``.npy`` headers, extra and missing members) or builds a zip bomb. Cases load from a
-file in one temporary directory, so each costs a few milliseconds.
+Three tiny models (first order, order 2, and first order with a tokenizer and a
+tagger in its file) are trained once per module; each case mutates their bytes (bit
+flips, overwrites, truncation, junk), their metadata (a field set to a hostile JSON
+value or removed), their members (oversized or lying ``.npy`` headers, extra and
+missing members) or builds a zip bomb. Cases load from a file in one temporary
+directory, so each costs a few milliseconds.
 """
 from __future__ import annotations
 
@@ -57,7 +58,14 @@ def models(corpus, tmp_path_factory) -> dict[str, bytes]:
     small.W = np.random.default_rng(0).normal(size=small.W.shape).astype(np.float32)
     second.labeler = small
     second.save(d / "second.model")
-    return {"first": (d / "first.model").read_bytes(), "second": (d / "second.model").read_bytes()}
+    # a first-order model with the tokenizer and tagger in its file (small tables)
+    from arboreal.models.tagger import Tagger
+    from arboreal.models.tokenizer import Tokenizer
+
+    first.tagger = Tagger.train(corpus, epochs=1, bits=10)
+    first.tokenizer = Tokenizer.train(corpus, epochs=1, bits=10)
+    first.save(d / "pipeline.model")
+    return {name: (d / f"{name}.model").read_bytes() for name in ("first", "second", "pipeline")}
 
 
 @pytest.fixture(scope="module")
@@ -94,6 +102,12 @@ def _check(data: bytes, workdir: Path, sentence) -> None:
         return
     parsed = model.parse([sentence])
     assert len(parsed) == 1 and len(parsed[0].heads) == len(sentence.heads)
+    if model.tagger is not None:         # a loaded tagger tags (and its parser parses)
+        retagged = model.parse([sentence], retag=True)
+        assert len(retagged[0].upos) == len(sentence.upos)
+    if model.tokenizer is not None:      # a loaded tokenizer tokenizes
+        sentences = list(model.tokenizer.tokenize(["A short text. Another one."]))
+        assert sentences and all(len(s) > 0 for s in sentences)
 
 
 def _members(data: bytes) -> dict[str, bytes]:
@@ -143,7 +157,7 @@ def _paths(obj, prefix=()) -> list[tuple]:
     return out
 
 
-MODEL = st.sampled_from(["first", "second"])
+MODEL = st.sampled_from(["first", "second", "pipeline"])
 HOSTILE = st.one_of(
     st.sampled_from([-5, -1, 0, 1, 3, 31, 40, 99, 2**31, 2**63, 10**30, -10**30, 1e308, -1e308,
                      0.5, float("nan"), float("inf"), True, False, None, "", "x", "eisner",
@@ -377,3 +391,18 @@ def test_the_unmutated_models_load_and_parse(env):
         path.write_bytes(data)
         model = load_model(path)
         assert len(model.parse([env.sentence])[0].heads) == len(env.sentence.heads)
+
+
+def test_npy_header_that_breaks_the_tokenizer_is_refused(env):
+    """A header with an unclosed bracket fails in Python's tokenizer (TokenError),
+    not its parser: still a ModelError (found by test_bit_flips)."""
+    members = _members(env.models["first"])
+    name = next(k for k in members if k.endswith("_nz.npy"))
+    text = b"{'descr': '<f4', 'fortran_order': False, 'shape': (2,\n"
+    text += b" " * (63 - len(text) - 10) + b"\n"
+    header = b"\x93NUMPY\x01\x00" + len(text).to_bytes(2, "little") + text
+    members[name] = header + b"\x00" * 8
+    env.check(_zip(members))
+    path = env.workdir / "case.model"
+    with pytest.raises(ModelError, match="unreadable .npy header"):
+        load_model(path)

@@ -27,6 +27,7 @@ import math
 import os
 import re
 import struct
+import tokenize
 import zipfile
 import zlib
 from collections.abc import Mapping
@@ -167,7 +168,9 @@ def _read_npy_header(f, size: int) -> tuple[tuple[int, ...], np.dtype, bool]:
             else np.lib.format.read_array_header_2_0)
     try:
         shape, fortran, dtype = read(f, max_header_size=MAX_HEADER_BYTES)
-    except (SyntaxError, RecursionError, MemoryError, TypeError) as exc:
+    except (SyntaxError, RecursionError, MemoryError, TypeError, tokenize.TokenError) as exc:
+        # numpy's header reader tokenizes the header text: a damaged one can fail in
+        # the tokenizer (TokenError) as well as in the parser (SyntaxError)
         raise ValueError(f"unreadable .npy header ({exc.__class__.__name__})") from None
     if (dtype.hasobject or dtype.names is not None or dtype.subdtype is not None
             or dtype.kind not in _ARRAY_KINDS):

@@ -207,6 +207,25 @@ def score_candidates(feats, nf, cond, k, w, mask, scores):
             scores[j] += w[o + j]
 
 
+@njit(cache=True, inline="always")
+def best_candidate(attrs, a, b, i, ctx, cond_col, cand, cand_n, w, mask, p1, p2, feats, scores):
+    """Score token ``i`` of the sentence ``a..b-1``: (condition value, slot of its best
+    candidate or -1 when the condition has none, number of features in ``feats``)."""
+    u = 0 if cond_col < 0 else max(ctx[i, cond_col], 0)
+    if u >= cand.shape[0]:
+        u = 0
+    k = cand_n[u]
+    if k == 0:
+        return u, -1, 0
+    nf = token_features(attrs, a, b, i, ctx, p1, p2, feats)
+    score_candidates(feats, nf, u, k, w, mask, scores)
+    best = 0
+    for j in range(1, k):
+        if scores[j] > scores[best]:
+            best = j
+    return u, best, nf
+
+
 @njit(cache=True)
 def greedy_tag(attrs, starts, ctx, cond_col, cand, cand_n, w, bits, out):
     """Greedy left-to-right tagging of a packed corpus: ``out[i]`` the class id of token
@@ -222,20 +241,8 @@ def greedy_tag(attrs, starts, ctx, cond_col, cand, cand_n, w, bits, out):
         p1 = -1
         p2 = -1
         for i in range(a, b):
-            u = 0 if cond_col < 0 else max(ctx[i, cond_col], 0)
-            if u >= cand.shape[0]:
-                u = 0
-            k = cand_n[u]
-            if k == 0:
-                out[i] = -1
-                p2, p1 = p1, -1
-                continue
-            nf = token_features(attrs, a, b, i, ctx, p1, p2, feats)
-            score_candidates(feats, nf, u, k, w, mask, scores)
-            best = 0
-            for j in range(1, k):
-                if scores[j] > scores[best]:
-                    best = j
-            out[i] = cand[u, best]
+            u, best, _ = best_candidate(attrs, a, b, i, ctx, cond_col, cand, cand_n, w, mask,
+                                        p1, p2, feats, scores)
+            out[i] = cand[u, best] if best >= 0 else -1
             p2, p1 = p1, out[i]
     return out

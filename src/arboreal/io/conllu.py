@@ -642,6 +642,16 @@ def _source_name(source) -> str:
     return str(getattr(source, "name", "<stream>"))
 
 
+def open_binary(path_or_file) -> tuple:
+    """(binary stream, whether the caller must close it) for a path, ``"-"`` (standard
+    input) or an open file."""
+    if isinstance(path_or_file, (str, os.PathLike)):
+        if str(path_or_file) == "-":
+            return getattr(sys.stdin, "buffer", sys.stdin), False
+        return open(path_or_file, "rb"), True
+    return path_or_file, False
+
+
 def _check_format(fmt: str) -> None:
     if fmt not in ("conllu", "conllx"):
         raise ValueError(f"format must be 'conllu' or 'conllx', not {fmt!r}")
@@ -706,15 +716,7 @@ def iter_conllu(
     """
     _check_format(format)
     name = _source_name(path_or_file)
-    own = False
-    if isinstance(path_or_file, (str, os.PathLike)):
-        if str(path_or_file) == "-":
-            f = getattr(sys.stdin, "buffer", sys.stdin)
-        else:
-            f = open(path_or_file, "rb")
-            own = True
-    else:
-        f = path_or_file
+    f, own = open_binary(path_or_file)
     try:
         pending = b""
         line = 1

@@ -5,13 +5,11 @@ Sentences read from text have FORM filled and every other column ``_``; each car
 """
 from __future__ import annotations
 
-import os
 import re
-import sys
 from typing import Iterator
 
 from arboreal.errors import FormatError
-from arboreal.io.conllu import MAX_SENTENCE_BYTES, _decode, _source_name
+from arboreal.io.conllu import MAX_SENTENCE_BYTES, _decode, _source_name, open_binary
 from arboreal.io.sentence import Sentence
 
 #: control characters that are not whitespace (whitespace separates tokens)
@@ -21,15 +19,7 @@ _CONTROL = re.compile("[\x00-\x08\x0e-\x1b\x7f]")
 def _lines(path_or_file, name: str) -> Iterator[tuple[int, bytes]]:
     """(line number, bytes without the line end) of a byte stream, each line at most
     MAX_SENTENCE_BYTES long (FormatError otherwise)."""
-    own = False
-    if isinstance(path_or_file, (str, os.PathLike)):
-        if str(path_or_file) == "-":
-            f = getattr(sys.stdin, "buffer", sys.stdin)
-        else:
-            f = open(path_or_file, "rb")
-            own = True
-    else:
-        f = path_or_file
+    f, own = open_binary(path_or_file)
     try:
         number = 0
         while True:

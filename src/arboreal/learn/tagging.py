@@ -17,7 +17,7 @@ import numpy as np
 from numba import njit
 
 from arboreal.features.tokens import (MAX_CANDIDATES, N_BASE_FEATURES, N_CONTEXT_FEATURES,
-                                      feature_offset, score_candidates, token_features)
+                                      best_candidate, feature_offset)
 
 
 @njit(cache=True)
@@ -33,19 +33,13 @@ def _epoch(attrs, starts, order, ctx, cond_col, cand, cand_n, gold, gold_slot, w
         p2 = -1
         for i in range(a, b):
             c += 1.0
-            uc = 0 if cond_col < 0 else max(ctx[i, cond_col], 0)
-            k = cand_n[uc]
-            nf = token_features(attrs, a, b, i, ctx, p1, p2, feats)
-            score_candidates(feats, nf, uc, k, w, mask, scores)
-            best = 0
-            for j in range(1, k):
-                if scores[j] > scores[best]:
-                    best = j
-            pred = cand[uc, best]
+            uc, best, nf = best_candidate(attrs, a, b, i, ctx, cond_col, cand, cand_n, w,
+                                          mask, p1, p2, feats, scores)
+            pred = cand[uc, best] if best >= 0 else -1
             if pred != gold[i]:
                 errors += 1
                 g = gold_slot[i]
-                if g >= 0:
+                if g >= 0 and best >= 0:
                     for t in range(nf):
                         o = feature_offset(feats[t], uc, mask)
                         w[o + g] += 1.0

@@ -146,7 +146,8 @@ class Tagger:
 
     Attributes: ``stages`` (name -> :class:`Stage`, in running order), ``ambiguity``
     (normalised form -> the UPOS tags it had in training, joined by ``|``),
-    ``lemma_lookup`` ((form, UPOS) -> lemma), ``meta`` (training report).
+    ``lemma_lookup`` ((form, UPOS) -> lemma; (form, "") -> the one lemma of a form
+    that had only one in training), ``meta`` (training report).
     """
 
     def __init__(self, stages: dict[str, Stage], ambiguity: dict[str, str],
@@ -211,6 +212,13 @@ class Tagger:
                     if (f, t) not in best or k > best[(f, t)][0]:
                         best[(f, t)] = (k, lem)
                 lemma_lookup = {key: lem for key, (k, lem) in best.items()}
+                # a form with one lemma whatever its UPOS: key (form, "") serves a
+                # predicted UPOS the form never had in training
+                lemmas_of: dict[str, set] = defaultdict(set)
+                for (f, _, lem) in pairs:
+                    lemmas_of[f].add(lem)
+                lemma_lookup.update({(f, ""): next(iter(lems))
+                                     for f, lems in lemmas_of.items() if len(lems) == 1})
                 rules_of: dict[tuple[str, str], str] = {}
                 values = [rules_of.setdefault((f, lem), lemma_rule(f, lem))
                           for f, lem in zip(forms, values)]
@@ -277,7 +285,7 @@ class Tagger:
             if name == "lemma":
                 upos = out.get("upos") or packed.column("upos")
                 lookup = self.lemma_lookup
-                values = [lookup.get((f, t)) or apply_rule(f, r)
+                values = [lookup.get((f, t)) or lookup.get((f, "")) or apply_rule(f, r)
                           for f, t, r in zip(packed.forms, upos, values)]
             out[name] = values
         return out

@@ -25,6 +25,7 @@ import unicodedata
 import numpy as np
 from numba import njit
 
+from arboreal._prefetch import prefetch
 from arboreal.features.hashing import _fmix, _mix
 
 #: the feature functions' version, saved in model files: a model trained with other
@@ -197,18 +198,27 @@ def feature_offset(f, cond, mask):
 
 
 @njit(cache=True)
-def score_candidates(feats, nf, cond, k, w, mask, scores):
-    """``scores[j] = sum_f w[offset(f) + j]`` for the ``k`` candidates of ``cond``."""
+def score_candidates(feats, nf, cond, k, w, mask, scores, offsets):
+    """``scores[j] = sum_f w[offset(f) + j]`` for the ``k`` candidates of ``cond``
+    (``offsets``: scratch of at least ``nf`` int64).
+    The offsets are computed and prefetched first: the reads are random in a table of
+    megabytes, and issuing them together overlaps their cache misses."""
+    for t in range(nf):
+        o = feature_offset(feats[t], cond, mask)
+        offsets[t] = o
+        prefetch(w, o)
+        prefetch(w, o + k - 1)
     for j in range(k):
         scores[j] = 0.0
     for t in range(nf):
-        o = feature_offset(feats[t], cond, mask)
+        o = offsets[t]
         for j in range(k):
             scores[j] += w[o + j]
 
 
 @njit(cache=True, inline="always")
-def best_candidate(attrs, a, b, i, ctx, cond_col, cand, cand_n, w, mask, p1, p2, feats, scores):
+def best_candidate(attrs, a, b, i, ctx, cond_col, cand, cand_n, w, mask, p1, p2, feats, scores,
+                   offsets):
     """Score token ``i`` of the sentence ``a..b-1``: (condition value, slot of its best
     candidate or -1 when the condition has none, number of features in ``feats``)."""
     u = 0 if cond_col < 0 else max(ctx[i, cond_col], 0)
@@ -218,7 +228,7 @@ def best_candidate(attrs, a, b, i, ctx, cond_col, cand, cand_n, w, mask, p1, p2,
     if k == 0:
         return u, -1, 0
     nf = token_features(attrs, a, b, i, ctx, p1, p2, feats)
-    score_candidates(feats, nf, u, k, w, mask, scores)
+    score_candidates(feats, nf, u, k, w, mask, scores, offsets)
     best = 0
     for j in range(1, k):
         if scores[j] > scores[best]:
@@ -235,6 +245,7 @@ def greedy_tag(attrs, starts, ctx, cond_col, cand, cand_n, w, bits, out):
     mask = np.uint64((1 << bits) - 1)
     F = N_BASE_FEATURES + N_CONTEXT_FEATURES * ctx.shape[1]
     feats = np.empty(F, dtype=np.uint64)
+    offsets = np.empty(F, dtype=np.int64)
     scores = np.empty(cand.shape[1], dtype=np.float64)
     for s in range(starts.shape[0] - 1):
         a, b = starts[s], starts[s + 1]
@@ -242,7 +253,7 @@ def greedy_tag(attrs, starts, ctx, cond_col, cand, cand_n, w, bits, out):
         p2 = -1
         for i in range(a, b):
             u, best, _ = best_candidate(attrs, a, b, i, ctx, cond_col, cand, cand_n, w, mask,
-                                        p1, p2, feats, scores)
+                                        p1, p2, feats, scores, offsets)
             out[i] = cand[u, best] if best >= 0 else -1
             p2, p1 = p1, out[i]
     return out

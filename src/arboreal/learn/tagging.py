@@ -17,7 +17,7 @@ import numpy as np
 from numba import njit
 
 from arboreal.features.tokens import (MAX_CANDIDATES, N_BASE_FEATURES, N_CONTEXT_FEATURES,
-                                      best_candidate, feature_offset)
+                                      best_candidate)
 
 
 @njit(cache=True)
@@ -25,6 +25,7 @@ def _epoch(attrs, starts, order, ctx, cond_col, cand, cand_n, gold, gold_slot, w
     mask = np.uint64((1 << bits) - 1)
     F = N_BASE_FEATURES + N_CONTEXT_FEATURES * ctx.shape[1]
     feats = np.empty(F, dtype=np.uint64)
+    offsets = np.empty(F, dtype=np.int64)
     scores = np.empty(cand.shape[1], dtype=np.float64)
     errors = 0
     for s in order:
@@ -34,14 +35,14 @@ def _epoch(attrs, starts, order, ctx, cond_col, cand, cand_n, gold, gold_slot, w
         for i in range(a, b):
             c += 1.0
             uc, best, nf = best_candidate(attrs, a, b, i, ctx, cond_col, cand, cand_n, w,
-                                          mask, p1, p2, feats, scores)
+                                          mask, p1, p2, feats, scores, offsets)
             pred = cand[uc, best] if best >= 0 else -1
             if pred != gold[i]:
                 errors += 1
                 g = gold_slot[i]
                 if g >= 0 and best >= 0:
                     for t in range(nf):
-                        o = feature_offset(feats[t], uc, mask)
+                        o = offsets[t]
                         w[o + g] += 1.0
                         u[o + g] += c
                         w[o + best] -= 1.0

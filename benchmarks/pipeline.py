@@ -1,0 +1,171 @@
+"""Raw text to trees: the whole pipeline (tokenizer, tagger, lemmatizer, parser) trained
+by ``arboreal train`` and scored with the CoNLL 2018 shared-task method.
+
+For each treebank: ``arboreal train TRAIN --dev DEV -o MODEL`` (whole command timed),
+then the test split parsed twice with ``arboreal parse`` (whole commands timed): from
+**raw text** (its ``# text`` lines, a paragraph at each ``# newpar`` / ``# newdoc``; the
+shared task's input) and from **gold tokenization** with every tag, lemma and tree
+blanked. Both outputs are scored by ``arboreal.evaluation_ud`` (equal to the official
+``conll18_ud_eval.py``; F1 of Tokens, Sentences, Words, UPOS, XPOS, UFeats, AllTags,
+Lemmas, UAS, LAS, CLAS, MLAS, BLEX). The tagger's own speed is measured in process on
+one core (best of three runs over the gold-tokenized test words). When
+``--udpipe-dir`` holds the outputs of benchmarks/udpipe_baseline.py for a treebank,
+UDPipe 1's figures are scored the same way and shown beside arboreal's.
+
+    python benchmarks/pipeline.py [--treebanks UD_English-EWT ...] [--work-dir DIR]
+        [--udpipe-dir DIR] [--no-write]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from first_order import count_words, timed  # noqa: E402
+from udpipe_baseline import UD, blank_tags, raw_text, split_path  # noqa: E402
+
+METRICS = ("Tokens", "Sentences", "Words", "UPOS", "XPOS", "UFeats", "AllTags", "Lemmas",
+           "UAS", "LAS", "CLAS", "MLAS", "BLEX")
+DEFAULT_TREEBANKS = ["UD_English-EWT", "UD_Greek-GDT", "UD_Turkish-IMST"]
+
+
+def tagger_speed(model_path: Path, blank: Path, repeats: int = 3) -> float:
+    """Words per second of the model's tagger alone (in process, best of ``repeats``)."""
+    from arboreal.io.conllu import read_conllu
+    from arboreal.models import load_model
+
+    model = load_model(model_path)
+    sentences = read_conllu(blank, allow_missing_heads=True, check_trees=False)
+    words = sum(len(s) for s in sentences)
+    model.tagger.tag(sentences[:50])            # compile / warm up
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        model.tagger.tag(sentences)
+        best = min(best, time.perf_counter() - t0)
+    return words / best
+
+
+def scores(gold: Path, system: Path) -> dict[str, float]:
+    from arboreal.evaluation_ud import evaluate_ud
+
+    result = evaluate_ud(str(gold), str(system))
+    return {m: 100.0 * result[m]["f1"] for m in METRICS}
+
+
+def run_treebank(treebank: str, work: Path, udpipe_dir: Path | None) -> dict:
+    train, dev, test = (split_path(treebank, s) for s in ("train", "dev", "test"))
+    work.mkdir(parents=True, exist_ok=True)
+    model = work / f"{treebank}.model"
+    raw = work / f"{treebank}.test.txt"
+    raw.write_text(raw_text(test), encoding="utf-8")
+    blank = work / f"{treebank}.test.blank.conllu"
+    blank.write_text(blank_tags(test), encoding="utf-8")
+    arboreal = [sys.executable, "-m", "arboreal"]
+    t_train = timed(arboreal + ["train", str(train), "--dev", str(dev), "-o", str(model),
+                                "--quiet"])
+    words = count_words(test)
+    out_raw, out_gold = work / f"{treebank}.raw.conllu", work / f"{treebank}.gold-tok.conllu"
+    t_raw = timed(arboreal + ["parse", str(model), str(raw), "--input", "text", "-o",
+                              str(out_raw)])
+    t_gold = timed(arboreal + ["parse", str(model), str(blank), "-o", str(out_gold)])
+    result = {"treebank": treebank, "train_words": count_words(train), "test_words": words,
+              "train": {k: t_train[k] for k in ("wall", "cpu", "rss_mib")},
+              "parse_raw": {"wall": t_raw["wall"], "words_per_s": words / t_raw["wall"],
+                            "rss_mib": t_raw["rss_mib"]},
+              "parse_gold_tok": {"wall": t_gold["wall"], "words_per_s": words / t_gold["wall"]},
+              "tagger_words_per_s": tagger_speed(model, blank),
+              "arboreal_raw": scores(test, out_raw),
+              "arboreal_gold_tok": scores(test, out_gold)}
+    if udpipe_dir is not None:
+        for name in ("raw", "gold-tok"):
+            path = udpipe_dir / f"{treebank}.{name}.conllu"
+            if path.exists():
+                result[f"udpipe_{name.replace('-', '_')}"] = scores(test, path)
+        info = udpipe_dir / f"{treebank}.json"
+        if info.exists():
+            result["udpipe_times"] = json.loads(info.read_text())
+    return result
+
+
+def table(results: list[dict]) -> str:
+    lines = []
+    for r in results:
+        cols = [("arboreal, raw text", "arboreal_raw"),
+                ("UDPipe 1, raw text", "udpipe_raw"),
+                ("arboreal, gold tokens", "arboreal_gold_tok"),
+                ("UDPipe 1, gold tokens", "udpipe_gold_tok")]
+        cols = [(title, key) for title, key in cols if key in r]
+        lines.append(f"### {r['treebank']} (test: {r['test_words']:,} words; train: "
+                     f"{r['train_words']:,})\n")
+        lines.append("| F1 | " + " | ".join(t for t, _ in cols) + " |")
+        lines.append("|---|" + "---:|" * len(cols))
+        for m in METRICS:
+            if all(m in ("Tokens", "Sentences", "Words") and "gold" in k for _, k in cols):
+                continue
+            lines.append(f"| {m} | " + " | ".join(f"{r[k][m]:.2f}" for _, k in cols) + " |")
+        t = r["train"]
+        lines.append("")
+        lines.append(f"- `arboreal train` (tokenizer, tagger with 5-fold jackknifing, parser): "
+                     f"{t['wall']:.0f} s wall, {t['cpu']:.0f} s CPU, {t['rss_mib']:.0f} MiB peak")
+        lines.append(f"- `arboreal parse --input text`, whole command: {r['parse_raw']['wall']:.2f} s"
+                     f" = {r['parse_raw']['words_per_s']:,.0f} words/s "
+                     f"({r['parse_raw']['rss_mib']:.0f} MiB peak); from gold tokens: "
+                     f"{r['parse_gold_tok']['words_per_s']:,.0f} words/s")
+        lines.append(f"- tagger alone (UPOS, XPOS, FEATS, lemmas), one core, in process: "
+                     f"{r['tagger_words_per_s']:,.0f} words/s")
+        if "udpipe_times" in r:
+            u = r["udpipe_times"]
+            lines.append(f"- UDPipe 1 training (benchmarks/udpipe_baseline.py): "
+                         f"{u['train_wall_s']:.0f} s wall; raw test text processed in "
+                         f"{u['raw_wall_s']:.2f} s (in process)")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--treebanks", nargs="+", default=DEFAULT_TREEBANKS)
+    ap.add_argument("--work-dir", type=Path, default=ROOT / "runs" / "pipeline")
+    ap.add_argument("--udpipe-dir", type=Path, default=None)
+    ap.add_argument("--no-write", action="store_true")
+    args = ap.parse_args(argv)
+    if not UD.exists():
+        raise SystemExit(f"{UD} not found")
+    os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+    results = []
+    for tb in args.treebanks:
+        r = run_treebank(tb, args.work_dir, args.udpipe_dir)
+        print(json.dumps(r), flush=True)
+        results.append(r)
+    (args.work_dir / "results.json").write_text(json.dumps(results, indent=1) + "\n")
+    if not args.no_write:
+        from _report import write_section
+
+        body = (
+            "Each treebank's pipeline trained by `arboreal train TRAIN --dev DEV` with its "
+            "defaults, the test split parsed from raw text (its `# text` lines, paragraphs at "
+            "`# newpar`/`# newdoc`) and from gold tokens with tags, lemmas and trees blanked; "
+            "F1 by `arboreal.evaluation_ud` (the CoNLL 2018 shared-task method, equal to "
+            "`conll18_ud_eval.py`). Commands run with `NUMBA_NUM_THREADS=1`. "
+            + ("UDPipe 1 columns: `ufal.udpipe` 1.3.1.1 trained on the same files with its "
+               "defaults (dev as held-out data) by `benchmarks/udpipe_baseline.py`, its outputs "
+               "scored here by the same code."
+               if any("udpipe_raw" in r for r in results) else
+               "No UDPipe 1 figures in this run (see `benchmarks/udpipe_baseline.py`).")
+            + "\n\n" + table(results))
+        cmd = "python benchmarks/pipeline.py " + " ".join(
+            (["--treebanks", *args.treebanks] if args.treebanks != DEFAULT_TREEBANKS else [])
+            + (["--udpipe-dir", str(args.udpipe_dir)] if args.udpipe_dir else []))
+        write_section("pipeline", "Raw text to trees (issue 14)", cmd.strip(), body)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -96,7 +96,7 @@ class CharacterAttributes:
             rows[j, A_PRE1] = stable_hash("b" + left[-3:] + "|" + right[:2])
             rows[j, A_PRE2] = stable_hash(f"k{left in self.tokens}{right in self.tokens}")
             rows[j, A_PRE3] = stable_hash(f"o{min(n - 1 - j, 3)}{word_shape(chunk[: j + 1])}"
-                                          f"|{word_shape(chunk[j + 1:])}")
+                                          f"|{word_shape(chunk[j + 1:])}{min(j + 1, 6)}")
             rows[j, A_SHAPE] = stable_hash("k" + _char_class(ch))
             rows[j, A_AMBIG] = (stable_hash("g" + ("B" if j in seg else "N"))
                                 if seg is not None else int(UNKNOWN))

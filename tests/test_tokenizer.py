@@ -232,3 +232,33 @@ def test_python_api(model):
     [s] = m.parse_tokens([["The", "cat", "sat"]])
     assert s.forms[1:].tolist() == ["The", "cat", "sat"] and s.has_heads
     assert s.upos[1] != "_"
+
+
+def test_paragraphs_are_blocks_between_blank_lines(tmp_path):
+    from arboreal.io.text import iter_paragraphs, paragraphs_of
+
+    text = "First line\nsecond line.\n\n\n  \nNext paragraph.\n \t\nLast one\n"
+    expected = ["First line\nsecond line.", "Next paragraph.", "Last one"]
+    assert paragraphs_of(text) == expected
+    src = tmp_path / "p.txt"
+    src.write_text(text, encoding="utf-8")
+    assert list(iter_paragraphs(str(src))) == expected
+    src.write_bytes(text.replace("\n", "\r\n").encode())     # CRLF line ends
+    assert list(iter_paragraphs(str(src))) == expected
+
+
+def test_overlong_lines_and_paragraphs_are_errors(tmp_path, monkeypatch):
+    import arboreal.io.text as text_io
+    from arboreal.errors import FormatError
+
+    monkeypatch.setattr(text_io, "MAX_SENTENCE_BYTES", 100)
+    src = tmp_path / "long.txt"
+    src.write_text("short\n" + "x" * 150 + "\n", encoding="utf-8")
+    with pytest.raises(FormatError, match=r"long.txt:2: line longer than"):
+        list(text_io.iter_paragraphs(str(src)))
+    with pytest.raises(FormatError, match=r"long.txt:2: line longer than"):
+        list(text_io.iter_tokenized(str(src)))
+    src.write_text("\n".join(["word " * 10] * 5) + "\n", encoding="utf-8")
+    with pytest.raises(FormatError, match=r"long.txt:\d: paragraph longer than"):
+        list(text_io.iter_paragraphs(str(src)))
+    assert len(list(text_io.iter_tokenized(str(src)))) == 5   # lines are sentences

@@ -61,12 +61,21 @@ def iter_tokenized(path_or_file) -> Iterator[Sentence]:
 
 
 def paragraphs_of(text: str) -> list[str]:
-    """The paragraphs of a text: blocks separated by blank lines (lines of whitespace),
-    each with its lines joined by single line feeds."""
-    return [p for p in _BLANK_LINES.split(text) if p.strip()]
-
-
-_BLANK_LINES = re.compile(r"\n[^\S\n]*\n\s*")
+    """The paragraphs of a text, as :func:`iter_paragraphs` reads them from a file:
+    blocks of lines separated by blank lines (lines of whitespace), each block's lines
+    (without their LF or CRLF ends) joined by single line feeds."""
+    out: list[str] = []
+    block: list[str] = []
+    for line in text.split("\n"):
+        line = line.rstrip("\r")
+        if line.strip():
+            block.append(line)
+        elif block:
+            out.append("\n".join(block))
+            block = []
+    if block:
+        out.append("\n".join(block))
+    return out
 
 
 def iter_paragraphs(path_or_file) -> Iterator[str]:

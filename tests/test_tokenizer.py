@@ -11,7 +11,7 @@ import pytest
 from arboreal.cli import main
 from arboreal.errors import ArborealError
 from arboreal.io.conllu import format_conllu, read_conllu, write_conllu
-from arboreal.models.tokenizer import (MAX_SENTENCE_TOKENS, SENTENCE_END, TOKEN_END, Tokenizer,
+from arboreal.models.tokenizer import (MAX_SENTENCE_TOKENS, SENTENCE_END, Tokenizer,
                                        training_paragraphs)
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample"

@@ -31,6 +31,9 @@ COLUMNS = {"upos": "upos", "xpos": "xpos", "feats": "feats", "lemma": "lemmas"}
 #: the context stages each stage reads (those trained), the first one its condition
 CONTEXT = {"upos": (), "xpos": ("upos",), "feats": ("upos", "xpos"),
            "lemma": ("upos", "feats")}
+#: stages whose candidates are the classes seen with the token's (predicted) first
+#: context value, its UPOS; the others choose among all their classes
+CONDITIONED = ("xpos", "feats", "lemma")
 DEFAULT_BITS = 22
 DEFAULT_EPOCHS = 10
 #: a lemma rule is a candidate of a UPOS when seen this often with it in training
@@ -92,6 +95,11 @@ class Stage:
     context: tuple[str, ...]
     epochs: int = 0
     dev_accuracy: float | None = None
+
+    @property
+    def conditioned(self) -> bool:
+        """Whether the candidates depend on the first context stage's value."""
+        return bool(self.context) and self.name in CONDITIONED
 
 
 def _candidates(gold: np.ndarray, cond: np.ndarray | None, n_cond: int, n_classes: int,
@@ -226,9 +234,9 @@ class Tagger:
             gold = _ids(values, classes)
             ctx = (np.stack([gold_ids[c] for c in context], axis=1) if context
                    else np.zeros((len(gold), 0), dtype=np.int32)).astype(np.int32)
-            cond_col = 0 if context else -1
-            n_cond = len(stages[context[0]].classes) if context else 1
-            cand, cand_n = _candidates(gold, ctx[:, 0].astype(np.int64) if context else None,
+            cond_col = 0 if context and name in CONDITIONED else -1
+            n_cond = len(stages[context[0]].classes) if cond_col == 0 else 1
+            cand, cand_n = _candidates(gold, ctx[:, 0].astype(np.int64) if cond_col == 0 else None,
                                        n_cond, len(classes),
                                        MIN_RULE_COUNT if name == "lemma" else 1)
             stage = Stage(name, classes, cand, cand_n, np.zeros(0, np.float32), bits, context)
@@ -352,7 +360,7 @@ class Tagger:
             classes = get_strings(arrays, f"tagger_{name}_classes", max_count=1 << 20)
             if len(classes) == 0:
                 raise ValueError(f"tagger stage {name} has no classes")
-            n_cond = len(stages[context[0]].classes) if context else 1
+            n_cond = len(stages[context[0]].classes) if context and name in CONDITIONED else 1
             shape = array_shape(arrays, f"tagger_{name}_cand")
             if (len(shape) != 2 or shape[0] != n_cond or not 1 <= shape[1] <= MAX_CANDIDATES
                     or array_shape(arrays, f"tagger_{name}_cand_n") != (n_cond,)):
@@ -392,6 +400,6 @@ class Tagger:
 def _run_stage(stage: Stage, packed: _Packed, ctx: np.ndarray) -> np.ndarray:
     out = np.empty(len(packed.forms), dtype=np.int32)
     if len(out):
-        greedy_tag(packed.attrs, packed.starts, ctx, 0 if stage.context else -1, stage.cand,
+        greedy_tag(packed.attrs, packed.starts, ctx, 0 if stage.conditioned else -1, stage.cand,
                    stage.cand_n, stage.weights, stage.bits, out)
     return out

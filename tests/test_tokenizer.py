@@ -49,7 +49,7 @@ def surface(s):
 
 def test_training_paragraphs_label_every_token_end(sample):
     train, _ = sample
-    paragraphs, _, skipped = training_paragraphs(train)
+    paragraphs, skipped = training_paragraphs(train)
     assert skipped == 0
     assert sum(int((lab == SENTENCE_END).sum()) for _, lab in paragraphs) == len(train)
     n_tokens = sum(len(surface(s)) for s in train)
@@ -65,7 +65,7 @@ def test_training_paragraphs_label_every_token_end(sample):
 
 def test_tokenizer_recovers_the_test_tokens_and_sentences(sample, tokenizer):
     _, test = sample
-    paragraphs, _, _ = training_paragraphs(test)
+    paragraphs, _ = training_paragraphs(test)
     got = list(tokenizer.tokenize([t for t, _ in paragraphs]))
     gold_tokens = [t for s in test for t in surface(s)]
     got_tokens = [t for s in got for t in surface(s)]

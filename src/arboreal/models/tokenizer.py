@@ -84,12 +84,11 @@ def _starts_paragraph(s: Sentence) -> bool:
     return any(c.startswith(("# newpar", "# newdoc")) for c in s.comments)
 
 
-def training_paragraphs(sentences: list) -> tuple[list[tuple[str, np.ndarray]], list, int]:
-    """The paragraphs of a treebank as (text, labels (len(text),) int32) pairs, the
-    surface tokens of every usable sentence, and how many sentences were skipped (no
-    ``# text`` line, or tokens that do not match it)."""
+def training_paragraphs(sentences: list) -> tuple[list[tuple[str, np.ndarray]], int]:
+    """The paragraphs of a treebank as (text, labels (len(text),) int32) pairs, and how
+    many sentences were skipped (no ``# text`` line, or tokens that do not match it).
+    O(characters)."""
     paragraphs: list[tuple[str, np.ndarray]] = []
-    tokens_seen: list[tuple[str, list[str]]] = []
     skipped = 0
     parts: list[str] = []
     ends: list[tuple[int, int]] = []       # (character offset, label)
@@ -135,10 +134,9 @@ def training_paragraphs(sentences: list) -> tuple[list[tuple[str, np.ndarray]], 
         length = base + len(text)
         for k, (a, b) in enumerate(spans):
             ends.append((base + b - 1, SENTENCE_END if k == len(spans) - 1 else TOKEN_END))
-        tokens_seen.append((text, [f for f, _, _ in surface]))
         glue = "" if _SPACE_AFTER_NO.search(surface[-1][2]) else " "
     close()
-    return paragraphs, tokens_seen, skipped
+    return paragraphs, skipped
 
 
 class Tokenizer:
@@ -174,7 +172,7 @@ class Tokenizer:
         """Train on the ``# text`` lines and tokens of ``sentences`` (best epoch by dev
         boundary F1 with ``dev``). ArborealError when no sentence has a ``# text`` line
         matching its tokens."""
-        paragraphs, _, skipped = training_paragraphs(sentences)
+        paragraphs, skipped = training_paragraphs(sentences)
         if not paragraphs:
             raise ArborealError("no training sentence has a '# text' line that matches its "
                                 "tokens: the tokenizer cannot be trained (train with "
@@ -232,7 +230,7 @@ class Tokenizer:
         on_epoch = None
         best = {"f1": -1.0, "epoch": epochs}
         if dev:
-            dev_pars, _, _ = training_paragraphs(dev)
+            dev_pars, _ = training_paragraphs(dev)
             if dev_pars:
                 dattrs, dstarts, dgold = model._pack([t for t, _ in dev_pars],
                                                      [lab for _, lab in dev_pars])

@@ -257,3 +257,17 @@ def test_tokenized_input_with_odd_text(files, tmp_path, monkeypatch):
                  "-o", str(out)]) == 0
     parsed = read_conllu(out)
     assert [len(s) for s in parsed] == [20000, 7]
+
+
+def test_higher_order_model_carries_the_pipeline(tmp_path, sample):
+    import arboreal
+
+    write_conllu(sample[0][:120], tmp_path / "train.conllu")
+    path = tmp_path / "o2.model"
+    assert main(["train", str(tmp_path / "train.conllu"), "-o", str(path), "--order", "2",
+                 "--epochs", "1", "--tagger-epochs", "1", "--hash-bits", "16",
+                 "--quiet"]) == 0
+    model = arboreal.load(str(path))
+    assert model.order == 2 and model.tagger is not None and model.tokenizer is not None
+    parsed = model.parse_text("The cat sat on the mat. It slept.")
+    assert parsed and all(s.has_heads and s.upos[1] != "_" for s in parsed)

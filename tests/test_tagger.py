@@ -197,6 +197,12 @@ def test_model_without_tagger_refuses_untagged_input(files, capsys):
     assert main(["tag", str(files / "bare.model"), str(files / "tokens.txt"),
                  "--input", "tokenized"]) == 2
     assert "has no tagger" in capsys.readouterr().err
+    # tagged input parses; asking to retag it is an error
+    assert main(["parse", str(files / "bare.model"), str(files / "test.conllu"), "-o",
+                 str(files / "bare.conllu")]) == 0
+    assert main(["parse", str(files / "bare.model"), str(files / "test.conllu"),
+                 "--retag"]) == 2
+    assert "cannot retag" in capsys.readouterr().err
 
 
 def test_cli_parse_tokenized_input(files, sample, capsys):

@@ -2,8 +2,9 @@
 # Create the benchmark environment /work/main/.benchenv (git-ignored).
 #
 # It holds the peers that benchmarks/inference.py compares against --
-# torch-struct and SuPar -- on the CPU-only torch wheel, plus arboreal itself
-# (editable). The peers never enter arboreal's own dependencies.
+# torch-struct and SuPar -- on the CPU-only torch wheel, UDPipe 1 (ufal.udpipe,
+# for benchmarks/udpipe_baseline.py), plus arboreal itself (editable). The peers
+# never enter arboreal's own dependencies.
 #
 # Order matters: torch is installed first and checked to be the CPU build
 # (no nvidia-* / triton packages); torch-struct and supar then go in with
@@ -56,9 +57,11 @@ rm -f "$report"
 "$ENV/bin/python" - <<'PYEOF'
 import importlib.metadata as md
 import torch, torch_struct, supar.structs, supar.structs.fn, numpy, numba, arboreal
+import ufal.udpipe
 cuda = [d.metadata["Name"] for d in md.distributions()
         if d.metadata["Name"].lower().startswith(("nvidia", "triton"))]
 assert not cuda, f"CUDA packages present: {cuda}"
 print("bench env ok: torch", torch.__version__, "| torch-struct", md.version("torch-struct"),
-      "| supar", md.version("supar"), "| numpy", numpy.__version__, "| numba", numba.__version__)
+      "| supar", md.version("supar"), "| ufal.udpipe", md.version("ufal.udpipe"),
+      "| numpy", numpy.__version__, "| numba", numba.__version__)
 PYEOF

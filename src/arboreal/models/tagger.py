@@ -5,10 +5,10 @@ Four greedy averaged-perceptron stages run one after another (see
 learner): UPOS over all UPOS tags; then XPOS, FEATS (whole strings) and lemma *rules*,
 each restricted to the classes seen with the token's predicted UPOS, with the earlier
 stages' predictions as context. A lemma is looked up first (the most frequent lemma of
-the form with that UPOS in training); unknown forms get the predicted rule applied
-(:func:`lemma_rule` / :func:`apply_rule`: an edit of prefix and suffix around the longest
-common substring of form and lemma, after lower-casing or not). Columns that are ``_``
-throughout the training data get no stage.
+the form with that UPOS, and FEATS where UPOS alone is ambiguous, in training); unknown
+forms get the predicted rule applied (:func:`lemma_rule` / :func:`apply_rule`: an edit of
+prefix and suffix around the longest common substring of form and lemma, after changing
+the case or not). Columns that are ``_`` throughout the training data get no stage.
 """
 from __future__ import annotations
 
@@ -144,6 +144,14 @@ class _Packed:
         return [v for s in self.sentences for v in getattr(s, attr)[1:].tolist()]
 
 
+def _group(pairs: Counter) -> dict[tuple[str, str], set]:
+    """(form, UPOS) -> the lemmas it had, from a Counter of (form, UPOS, lemma)."""
+    out: dict[tuple[str, str], set] = defaultdict(set)
+    for f, t, lem in pairs:
+        out[(f, t)].add(lem)
+    return out
+
+
 def _ids(values: list[str], classes: np.ndarray) -> np.ndarray:
     index = {c: i for i, c in enumerate(classes.tolist())}
     return np.array([index.get(v, -1) for v in values], dtype=np.int32)
@@ -154,8 +162,9 @@ class Tagger:
 
     Attributes: ``stages`` (name -> :class:`Stage`, in running order), ``ambiguity``
     (normalised form -> the UPOS tags it had in training, joined by ``|``),
-    ``lemma_lookup`` ((form, UPOS) -> lemma; (form, "") -> the one lemma of a form
-    that had only one in training), ``meta`` (training report).
+    ``lemma_lookup`` ((form, UPOS) -> lemma; (form, "UPOS|FEATS") -> lemma where the
+    UPOS alone is ambiguous; (form, "") -> the one lemma of a form that had only one in
+    training), ``meta`` (training report).
     """
 
     def __init__(self, stages: dict[str, Stage], ambiguity: dict[str, str],
@@ -227,6 +236,17 @@ class Tagger:
                     lemmas_of[f].add(lem)
                 lemma_lookup.update({(f, ""): next(iter(lems))
                                      for f, lems in lemmas_of.items() if len(lems) == 1})
+                # a (form, UPOS) with several lemmas: key (form, "UPOS|FEATS") picks by
+                # the features too (English "her": Case=Acc "she", Poss=Yes "her")
+                if "feats" in stages:
+                    ambiguous = {(f, t) for (f, t), lems in _group(pairs).items() if len(lems) > 1}
+                    fine: dict[tuple[str, str], tuple[int, str]] = {}
+                    for (f, t, x, lem), k in Counter(zip(forms, upos, train.column("feats"),
+                                                         values)).items():
+                        key = (f, f"{t}|{x}")
+                        if (f, t) in ambiguous and (key not in fine or k > fine[key][0]):
+                            fine[key] = (k, lem)
+                    lemma_lookup.update({key: lem for key, (k, lem) in fine.items()})
                 rules_of: dict[tuple[str, str], str] = {}
                 values = [rules_of.setdefault((f, lem), lemma_rule(f, lem))
                           for f, lem in zip(forms, values)]
@@ -292,9 +312,11 @@ class Tagger:
             values = stage.classes[pred].tolist()
             if name == "lemma":
                 upos = out.get("upos") or packed.column("upos")
+                feats = out.get("feats") or packed.column("feats")
                 lookup = self.lemma_lookup
-                values = [lookup.get((f, t)) or lookup.get((f, "")) or apply_rule(f, r)
-                          for f, t, r in zip(packed.forms, upos, values)]
+                values = [lookup.get((f, f"{t}|{x}")) or lookup.get((f, t))
+                          or lookup.get((f, "")) or apply_rule(f, r)
+                          for f, t, x, r in zip(packed.forms, upos, feats, values)]
             out[name] = values
         return out
 

@@ -5,8 +5,8 @@ Four greedy averaged-perceptron stages run one after another (see
 learner): UPOS over all UPOS tags; then XPOS, FEATS (whole strings) and lemma *rules*,
 each restricted to the classes seen with the token's predicted UPOS, with the earlier
 stages' predictions as context. A lemma is looked up first (the most frequent lemma of
-the form with that UPOS, and FEATS where UPOS alone is ambiguous, in training); unknown
-forms get the predicted rule applied (:func:`lemma_rule` / :func:`apply_rule`: an edit of
+the form with that UPOS, and FEATS where UPOS alone is ambiguous, in training; then of
+the lower-cased form, for a capitalised sentence start); unknown forms get the predicted rule applied (:func:`lemma_rule` / :func:`apply_rule`: an edit of
 prefix and suffix around the longest common substring of form and lemma, after changing
 the case or not). Columns that are ``_`` throughout the training data get no stage.
 """
@@ -315,7 +315,8 @@ class Tagger:
                 feats = out.get("feats") or packed.column("feats")
                 lookup = self.lemma_lookup
                 values = [lookup.get((f, f"{t}|{x}")) or lookup.get((f, t))
-                          or lookup.get((f, "")) or apply_rule(f, r)
+                          or lookup.get((f, "")) or lookup.get((f.lower(), t))
+                          or apply_rule(f, r)
                           for f, t, x, r in zip(packed.forms, upos, feats, values)]
             out[name] = values
         return out

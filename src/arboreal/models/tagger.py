@@ -6,9 +6,10 @@ learner): UPOS over all UPOS tags; then XPOS, FEATS (whole strings) and lemma *r
 each restricted to the classes seen with the token's predicted UPOS, with the earlier
 stages' predictions as context. A lemma is looked up first (the most frequent lemma of
 the form with that UPOS, and FEATS where UPOS alone is ambiguous, in training; then of
-the lower-cased form, for a capitalised sentence start); unknown forms get the predicted rule applied (:func:`lemma_rule` / :func:`apply_rule`: an edit of
-prefix and suffix around the longest common substring of form and lemma, after changing
-the case or not). Columns that are ``_`` throughout the training data get no stage.
+the lower-cased form, for a capitalised sentence start); unknown forms get the predicted
+rule applied (:func:`lemma_rule` / :func:`apply_rule`: an edit of prefix and suffix
+around the longest common substring of form and lemma, after changing the case or not).
+Columns that are ``_`` throughout the training data get no stage.
 """
 from __future__ import annotations
 

@@ -4,8 +4,10 @@ A word type is described once by a row of :data:`N_ATTRS` 64-bit *attribute hash
 (:class:`WordAttributes`, cached per type): the form, its normalised lower-case form
 (digits -> 0), suffixes of 1-5 and prefixes of 1-3 characters, a word shape, and the
 *ambiguity class* (the set of UPOS tags the training data gave the word, for words seen
-at least :data:`MIN_AMBIGUITY_COUNT` times). Hashes are stable across processes (BLAKE2b),
-so a model file means the same thing everywhere; no string vocabulary is stored.
+at least :data:`MIN_AMBIGUITY_COUNT` times; while training, the tags the *other* parts
+of the training data gave it, see ``arboreal.models.tagger``). Hashes are stable across
+processes (BLAKE2b), so a model file means the same thing everywhere; no string
+vocabulary is stored.
 
 A tagging *stage* predicts one column left to right (greedy). At token ``i`` its
 features (:func:`token_features`) are the attributes of the words at ``i-2..i+2``, its own

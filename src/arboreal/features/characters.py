@@ -26,9 +26,10 @@ A_AMBIG      for a chunk seen in training: whether training put a token boundary
 ===========  ==========================================================================
 
 A whitespace character's row describes the chunks around it: A_SUF1 the previous chunk,
-A_SUF2 / A_SUF3 the next one, A_SUF4 its shape, A_SUF5 the pair, A_PRE1 the characters
-that meet. The feature function reads A_SUF3 and A_AMBIG one position ahead, so the last
-character of a chunk sees the next word (e.g. whether a period ends a sentence).
+A_SUF2 / A_SUF3 the next one, A_SUF4 and A_AMBIG its shape, A_SHAPE the class of its
+first character, A_SUF5 the pair, A_PRE1 the characters that meet. The feature function
+reads A_SUF3, A_SHAPE and A_AMBIG one position ahead, so the last character of a chunk
+sees the next word and whether it is capitalised (does a sentence end here?).
 Rows of a chunk are computed once and cached (bounded cache).
 """
 from __future__ import annotations
@@ -128,13 +129,15 @@ class CharacterAttributes:
             next_s = int(nxt[0, A_SUF4]) if nxt is not None else 3
             meet = _mix(int(prev[-1, A_LOWER]) if prev is not None else 4,
                         int(nxt[0, A_LOWER]) if nxt is not None else 5)
+            next_class = int(nxt[0, A_SHAPE]) if nxt is not None else 6
             space = np.empty((len(p), N_ATTRS), dtype=np.uint64)
             for j, ch in enumerate(p):
                 c = stable_hash("c" + ch)
                 space[j] = (c, c, _mix(prev_w, 11), _mix(next_w, 12), next_w, next_s,
                             _mix(prev_w, next_w), meet, _mix(next_s, 13),
-                            stable_hash("o_space"), stable_hash("k" + _char_class(ch)),
-                            int(UNKNOWN))
+                            stable_hash("o_space"),
+                            _mix(stable_hash("k" + _char_class(ch)), next_class),
+                            _mix(next_s, 14))
             blocks.append(space)
         if not blocks:
             return np.zeros((0, N_ATTRS), dtype=np.uint64)

@@ -40,37 +40,52 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def tagged_input(model, args):
-    """The input's sentences with missing tags predicted (a stream, a batch at a time);
-    an error about a sentence names the input file."""
-    from arboreal.io.conllu import batched
-    from arboreal.io.text import iter_input
-    from arboreal.models.pipeline import complete_tags
+def _input_name(args) -> str:
+    return "<stdin>" if args.input == "-" else args.input
 
-    name = "<stdin>" if args.input == "-" else args.input
+
+def input_sentences(model, args):
+    """The input's sentences, streamed in the format of ``--input`` (raw text through
+    the model's tokenizer)."""
+    from arboreal.io.text import iter_input
+
     if args.input_format == "text" and getattr(model, "tokenizer", None) is None:
         raise ArborealError(f"{args.model}: this model has no tokenizer (its treebank had no "
                             "'# text' lines, or it was trained with --no-tokenizer): give "
                             "--input tokenized or conllu")
-    stream = iter_input(args.input, args.input_format, getattr(model, "tokenizer", None))
-    for batch in batched(stream, 4096):
+    return iter_input(args.input, args.input_format, getattr(model, "tokenizer", None))
+
+
+def tagged_input(model, args):
+    """The input's sentences with missing tags predicted (a stream, a batch at a time);
+    an error about a sentence names the input file."""
+    from arboreal.io.conllu import batched
+    from arboreal.models.pipeline import UntaggedInputError, complete_tags
+
+    for batch in batched(input_sentences(model, args), 4096):
         try:
             batch = complete_tags(model, batch, args.retag)
-        except ArborealError as exc:
-            raise ArborealError(f"{name}: {exc}") from None
+        except UntaggedInputError as exc:
+            raise ArborealError(f"{_input_name(args)}: {exc}") from None
         yield from batch
 
 
 def run(args) -> int:
     from arboreal.io.conllu import write_conllu
     from arboreal.models import load_model, parse_iter
+    from arboreal.models.pipeline import UntaggedInputError
 
     model = load_model(args.model)
     # streamed: read, tag, parse and write a batch of sentences at a time, so a corpus
-    # of any size parses in bounded memory (an output file still appears only complete)
+    # of any size parses in bounded memory (an output file still appears only complete);
+    # model.parse fills missing tags first (arboreal.models.pipeline.complete_tags)
     with warnings.catch_warnings():   # summed up in one line below instead
         warnings.filterwarnings("ignore", message=r".*memory budget")
-        write_conllu(parse_iter(model, tagged_input(model, args)), args.output)
+        try:
+            write_conllu(parse_iter(model, input_sentences(model, args), retag=args.retag),
+                         args.output)
+        except UntaggedInputError as exc:
+            raise ArborealError(f"{_input_name(args)}: {exc}") from None
     fallbacks = getattr(model, "fallbacks_total", 0)
     if fallbacks:
         print(f"arboreal: warning: {fallbacks} sentence(s) too long for the order-"

@@ -44,6 +44,7 @@ from arboreal.features.tokens import (A_AMBIG, A_FORM, A_LOWER, A_PRE1, A_PRE2, 
 
 _PIECES = re.compile(r"\S+|\s+")
 _MASK = (1 << 64) - 1
+_O_SPACE = stable_hash("o_space")
 
 
 def _mix(a: int, b: int) -> int:
@@ -75,6 +76,7 @@ class CharacterAttributes:
         self.segmentations = dict(segmentations or {})
         self.max_cache = max_cache
         self._chunks: dict[str, np.ndarray] = {}
+        self._spaces: dict[str, tuple[int, int]] = {}
 
     def _chunk_rows(self, chunk: str) -> np.ndarray:
         low = chunk.lower()
@@ -102,6 +104,13 @@ class CharacterAttributes:
             rows[j, A_AMBIG] = (stable_hash("g" + ("B" if j in seg else "N"))
                                 if seg is not None else int(UNKNOWN))
         return rows
+
+    def _space_hashes(self, ch: str) -> tuple[int, int]:
+        """(character hash, class hash) of a whitespace character, cached."""
+        pair = self._spaces.get(ch)
+        if pair is None:
+            pair = self._spaces[ch] = (stable_hash("c" + ch), stable_hash("k" + _char_class(ch)))
+        return pair
 
     def chunk(self, chunk: str) -> np.ndarray:
         rows = self._chunks.get(chunk)
@@ -132,12 +141,10 @@ class CharacterAttributes:
             next_class = int(nxt[0, A_SHAPE]) if nxt is not None else 6
             space = np.empty((len(p), N_ATTRS), dtype=np.uint64)
             for j, ch in enumerate(p):
-                c = stable_hash("c" + ch)
+                c, k = self._space_hashes(ch)
                 space[j] = (c, c, _mix(prev_w, 11), _mix(next_w, 12), next_w, next_s,
-                            _mix(prev_w, next_w), meet, _mix(next_s, 13),
-                            stable_hash("o_space"),
-                            _mix(stable_hash("k" + _char_class(ch)), next_class),
-                            _mix(next_s, 14))
+                            _mix(prev_w, next_w), meet, _mix(next_s, 13), _O_SPACE,
+                            _mix(k, next_class), _mix(next_s, 14))
             blocks.append(space)
         if not blocks:
             return np.zeros((0, N_ATTRS), dtype=np.uint64)

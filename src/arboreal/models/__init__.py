@@ -48,10 +48,11 @@ def load_model(path):
     return MODEL_TYPES[kind].from_file_contents(str(path), meta, arrays)
 
 
-def parse_iter(model, sentences: Iterable, batch_size: int = 4096) -> Iterator:
+def parse_iter(model, sentences: Iterable, batch_size: int = 4096,
+               retag: bool = False) -> Iterator:
     """Parse a stream of sentences ``batch_size`` at a time, yielding parsed copies in
-    order (``model.parse`` of each batch): with :func:`arboreal.io.iter_conllu` and
-    :func:`arboreal.io.write_conllu`, memory stays bounded by one batch however large
-    the corpus."""
+    order (``model.parse(batch, retag)`` of each batch): with
+    :func:`arboreal.io.iter_conllu` and :func:`arboreal.io.write_conllu`, memory stays
+    bounded by one batch however large the corpus."""
     for batch in batched(sentences, batch_size):
-        yield from model.parse(batch)
+        yield from model.parse(batch, retag=retag)

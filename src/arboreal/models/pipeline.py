@@ -31,6 +31,10 @@ MIN_SENTENCES_PER_FOLD = 10
 TAG_COLUMNS = tuple(COLUMNS.values())
 
 
+class UntaggedInputError(ArborealError):
+    """Input a model cannot tag: no UPOS and no tagger, or ``retag`` without a tagger."""
+
+
 def _missing(s, columns: Sequence[str]) -> tuple[str, ...]:
     """The columns of ``columns`` that are ``_`` for every word of ``s``."""
     if len(s) == 0:
@@ -44,17 +48,17 @@ def _where(i: int, s) -> str:
 
 def complete_tags(model, sentences: Sequence, retag: bool = False) -> list:
     """``sentences`` with the tagger's predictions where they lack tags (see the module
-    docstring); the sentences themselves are not modified. ArborealError for a
-    sentence without UPOS when ``model`` has no tagger. O(words) plus the tagging."""
+    docstring); the sentences themselves are not modified. UntaggedInputError for a
+    sentence without UPOS (or ``retag``) when ``model`` has no tagger. O(words) plus the tagging."""
     sentences = list(sentences)
     tagger = getattr(model, "tagger", None)
     if tagger is None:
         if retag:
-            raise ArborealError("this model has no tagger, so it cannot retag its input "
+            raise UntaggedInputError("this model has no tagger, so it cannot retag its input "
                                 "(train it without --no-tagger)")
         for i, s in enumerate(sentences):
             if _missing(s, ("upos",)):
-                raise ArborealError(
+                raise UntaggedInputError(
                     f"{_where(i, s)} has no UPOS tags and this model has no tagger: its "
                     "parser needs tagged input (give tagged CoNLL-U, or train the model "
                     "with its tagger, the default of 'arboreal train')")

@@ -17,6 +17,7 @@ from brute_force import all_trees, tree_scores
 # Import the modules directly (not arboreal.inference) so these tests do not
 # depend on the partition-function module.
 from arboreal.inference.eisner import eisner, eisner_kbest
+from arboreal.inference.kbest import kbest
 from arboreal.inference.mbr import mbr_decode
 from arboreal.inference.mst import chu_liu_edmonds
 
@@ -115,44 +116,57 @@ def test_argmax_matches_brute_force(n, mode, kind, dtype, seed):
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(n=st.integers(1, 6), single_root=st.booleans(), kind=kinds, dtype=dtypes,
        k=st.integers(1, 8), seed=st.integers(0, 2**31))
-def test_kbest_matches_brute_force(n, single_root, kind, dtype, k, seed):
+@pytest.mark.parametrize("projective", [True, False])
+def test_kbest_matches_brute_force(projective, n, single_root, kind, dtype, k, seed):
     s = make_scores(n, kind, seed, dtype)
-    trees = all_trees(n, True, single_root)
+    trees = all_trees(n, projective, single_root)
     enum = np.sort(tree_scores(s.astype(np.float64), trees))[::-1]
     enum = enum[np.isfinite(enum)][:k]
     if enum.size == 0:
         with pytest.raises(ValueError, match="no .*tree with a finite score"):
-            eisner_kbest(s, k, single_root=single_root)
+            kbest(s, k, projective, single_root=single_root)
         return
-    heads, scores = eisner_kbest(s, k, single_root=single_root)
+    heads, scores = kbest(s, k, projective, single_root=single_root)
     assert heads.shape == (enum.size, n + 1) and scores.shape == (enum.size,)
     np.testing.assert_allclose(scores, enum, rtol=0, atol=tol(s))
     assert (np.diff(scores) <= 0).all()                      # best first
     assert len({tuple(h) for h in heads}) == len(heads)      # distinct
     for h, sc in zip(heads, scores):
-        assert is_tree(h, single_root) and is_projective(h)
+        assert is_tree(h, single_root) and (not projective or is_projective(h))
         assert abs(tree_score(s, h) - sc) <= tol(s)
-    # the first tree is an argmax, as eisner's
-    assert abs(tree_score(s, eisner(s, single_root=single_root)) - scores[0]) <= tol(s)
+    # the first tree is an argmax, as the 1-best decoder's
+    decode = eisner if projective else chu_liu_edmonds
+    assert abs(tree_score(s, decode(s, single_root=single_root)) - scores[0]) <= tol(s)
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(n=st.integers(1, 6), single_root=st.booleans(),
+@given(n=st.integers(1, 5), single_root=st.booleans(),
        kind=st.sampled_from(["normal", "ties", "forbidden"]), seed=st.integers(0, 2**31))
-def test_kbest_enumerates_every_tree(n, single_root, kind, seed):
-    # k above the number of trees: every finite projective tree exactly once,
-    # best first (large k also makes the lazy k-best grow its heap pool)
+@pytest.mark.parametrize("projective", [True, False])
+def test_kbest_enumerates_every_tree(projective, n, single_root, kind, seed):
+    # k above the number of trees: every finite tree exactly once, best first (large
+    # k also makes the lazy k-best grow its heap pool)
     s = make_scores(n, kind, seed)
-    trees = all_trees(n, True, single_root)
+    trees = all_trees(n, projective, single_root)
     sc = tree_scores(s, trees)
     finite = trees[np.isfinite(sc)]
     if len(finite) == 0:
         return
-    heads, scores = eisner_kbest(s, len(trees) + 3, single_root=single_root)
+    heads, scores = kbest(s, len(trees) + 3, projective, single_root=single_root)
     assert len(heads) == len(finite)
     assert {tuple(h) for h in heads} == {tuple(h) for h in finite}
     assert (np.diff(scores) <= 0).all()
     np.testing.assert_allclose(scores, tree_scores(s, heads), rtol=0, atol=tol(s))
+
+
+def test_kbest_rejects_bad_scores():
+    s = np.zeros((4, 4))
+    s[1, 2] = np.nan
+    for projective in (True, False):
+        with pytest.raises(ValueError, match="NaN"):
+            kbest(s, 3, projective)
+        with pytest.raises(ValueError, match="k must be"):
+            kbest(np.zeros((3, 3)), 0, projective)
 
 
 # ---------------------------------------------------------------------------

@@ -11,14 +11,17 @@ Conventions (stated once, used by every routine here):
   heads carry -1 in padding.
 """
 from arboreal.inference.eisner import eisner, eisner_kbest
+from arboreal.inference.kbest import kbest
 from arboreal.inference.mbr import mbr_decode
-from arboreal.inference.mst import chu_liu_edmonds
+from arboreal.inference.mst import chu_liu_edmonds, cle_kbest
 from arboreal.inference.partition import log_partition, log_partition_and_marginals, marginals
 
 __all__ = [
     "chu_liu_edmonds",
+    "cle_kbest",
     "eisner",
     "eisner_kbest",
+    "kbest",
     "log_partition",
     "log_partition_and_marginals",
     "marginals",

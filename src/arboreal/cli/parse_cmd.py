@@ -7,21 +7,47 @@ import warnings
 from arboreal.errors import ArborealError
 
 
+def _jobs(value: str) -> int:
+    import argparse
+
+    try:
+        v = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
+    if not 1 <= v <= 256:
+        raise argparse.ArgumentTypeError(f"must lie in 1..256: {value!r}")
+    return v
+
+
 def add_input_arguments(p) -> None:
-    """INPUT, -o, --input and --retag: shared by ``parse`` and ``tag``."""
+    """INPUT, -o, --input, --retag, --output-format, --jobs and --quiet: shared by
+    ``parse`` and ``tag``."""
+    from arboreal.io.json import OUTPUT_FORMATS
     from arboreal.io.text import INPUT_FORMATS
 
     p.add_argument("input", metavar="INPUT", nargs="?", default="-",
                    help="input file (default: standard input)")
-    p.add_argument("-o", "--output", metavar="OUTPUT.conllu", default="-",
+    p.add_argument("-o", "--output", metavar="OUTPUT", default="-",
                    help="output file, written atomically (default: standard output)")
     p.add_argument("--input", dest="input_format", choices=INPUT_FORMATS, default="conllu",
                    help="conllu (default): CoNLL-U, tag columns that are '_' throughout a "
                         "sentence predicted; tokenized: one sentence per line, tokens "
                         "separated by spaces; text: raw text, paragraphs separated by blank "
                         "lines (tokenized and split into sentences by the model)")
+    p.add_argument("--output-format", choices=OUTPUT_FORMATS, default="conllu",
+                   help="conllu (default); json: one array of sentence objects (words with "
+                        "their columns, heads, labels and, with --marginals, probabilities); "
+                        "displacy: displaCy's manual format (spacy.displacy.render(..., "
+                        "manual=True))")
     p.add_argument("--retag", action="store_true",
                    help="predict UPOS, XPOS, FEATS and LEMMA even where the input has them")
+    p.add_argument("--jobs", type=_jobs, default=1, metavar="N",
+                   help="worker processes (default 1); blocks of sentences are processed "
+                        "in parallel and written in input order, the same output as one "
+                        "process; each worker shares the loaded model")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bar and no compilation notice on stderr (the progress "
+                        "bar only shows when stderr is a terminal)")
 
 
 def add_parser(subparsers) -> None:
@@ -32,11 +58,24 @@ def add_parser(subparsers) -> None:
                     "XPOS, FEATS, LEMMA) that are '_' throughout a sentence: the model's "
                     "tagger fills them (a model without a tagger refuses input without "
                     "UPOS). Reads standard input and writes standard output when no file "
-                    "is given; HEAD may be '_' in the input. The input is streamed (a batch "
+                    "is given; HEAD may be '_' in the input. The input is streamed (a block "
                     "of sentences at a time), so memory does not grow with the corpus; an "
                     "output file is written atomically.")
     p.add_argument("model", metavar="MODEL", help="model file written by 'arboreal train'")
     add_input_arguments(p)
+    p.add_argument("--marginals", action="store_true",
+                   help="write each word's head probability (the marginal of its arc over "
+                        "all trees) and its label's probability in MISC as HeadProb= and "
+                        "LabelProb= (first-order models; calibrated on dev when the model "
+                        "was trained with --dev, see 'Probabilities' in the README)")
+    p.add_argument("--kbest", type=_jobs, default=1, metavar="K",
+                   help="write the K best trees of each sentence, best first, each with "
+                        "'# kbest_rank' and '# tree_score' comments (exact; first-order "
+                        "models)")
+    p.add_argument("--decode", choices=("map", "mbr"), default="map",
+                   help="map (default): the highest-scoring tree; mbr: the tree with the "
+                        "largest sum of arc marginals, i.e. the most expected correct heads "
+                        "(first-order models)")
     p.set_defaults(func=run)
 
 
@@ -46,7 +85,7 @@ def _input_name(args) -> str:
 
 def input_sentences(model, args):
     """The input's sentences, streamed in the format of ``--input`` (raw text through
-    the model's tokenizer)."""
+    the model's tokenizer), for commands that look at sentences one by one."""
     from arboreal.io.text import iter_input
 
     if args.input_format == "text" and getattr(model, "tokenizer", None) is None:
@@ -56,44 +95,57 @@ def input_sentences(model, args):
     return iter_input(args.input, args.input_format, getattr(model, "tokenizer", None))
 
 
-def tagged_input(model, args):
-    """The input's sentences with missing tags predicted (a stream, a batch at a time);
-    an error about a sentence names the input file."""
-    from arboreal.io.conllu import batched
-    from arboreal.models.pipeline import UntaggedInputError, complete_tags
+def run_stream(args, tag_only: bool) -> int:
+    """``parse`` and ``tag``: load the model, stream the input through it (``--jobs``
+    processes), write the output, warn about what the model could not do fully."""
+    import os
 
-    for batch in batched(input_sentences(model, args), 4096):
-        try:
-            batch = complete_tags(model, batch, args.retag)
-        except UntaggedInputError as exc:
-            raise ArborealError(f"{_input_name(args)}: {exc}") from None
-        yield from batch
-
-
-def run(args) -> int:
-    from arboreal.io.conllu import write_conllu
-    from arboreal.models import load_model, parse_iter
-    from arboreal.models.pipeline import UntaggedInputError
+    from arboreal._compile import notice_if_compiling
+    from arboreal.models import load_model
+    from arboreal.models.stream import StreamOptions, process_stream
 
     model = load_model(args.model)
-    # streamed: read, tag, parse and write a batch of sentences at a time, so a corpus
-    # of any size parses in bounded memory (an output file still appears only complete);
-    # model.parse fills missing tags first (arboreal.models.pipeline.complete_tags)
-    with warnings.catch_warnings():   # summed up in one line below instead
-        warnings.filterwarnings("ignore", message=r".*memory budget")
-        try:
-            write_conllu(parse_iter(model, input_sentences(model, args), retag=args.retag),
-                         args.output)
-        except UntaggedInputError as exc:
-            raise ArborealError(f"{_input_name(args)}: {exc}") from None
-    fallbacks = getattr(model, "fallbacks_total", 0)
-    if fallbacks:
-        print(f"arboreal: warning: {fallbacks} sentence(s) too long for the order-"
+    kbest, decode = getattr(args, "kbest", 1), getattr(args, "decode", "map")
+    marginals = getattr(args, "marginals", False)
+    if tag_only and getattr(model, "tagger", None) is None:
+        raise ArborealError(f"{args.model}: this model has no tagger (it was trained with "
+                            "--no-tagger or on data without UPOS)")
+    if (kbest > 1 or decode != "map" or marginals) and not hasattr(model, "parse_kbest"):
+        raise ArborealError(f"{args.model}: --marginals, --kbest and --decode mbr need a "
+                            "first-order model (this one is of order "
+                            f"{getattr(model, 'order', '?')})")
+    if kbest > 1 and decode != "map":
+        raise ArborealError("--kbest gives the K best trees; it cannot be combined with "
+                            "--decode mbr")
+    options = StreamOptions(args.input_format, args.output_format, args.retag, tag_only,
+                            decode, marginals, kbest, _input_name(args))
+    notice_if_compiling(args.quiet)
+    bar = None
+    if not args.quiet and sys.stderr.isatty():
+        from tqdm import tqdm
+
+        bar = tqdm(unit=" sentences", file=sys.stderr, mininterval=0.5, leave=False,
+                   total=None, desc=os.path.basename(_input_name(args)))
+    try:
+        # memory budget warnings are summed up in one line below instead
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=r".*memory budget")
+            report = process_stream(model, args.input, args.output, options, jobs=args.jobs,
+                                    progress=None if bar is None else bar.update)
+    finally:
+        if bar is not None:
+            bar.close()
+    if report.fallbacks:
+        print(f"arboreal: warning: {report.fallbacks} sentence(s) too long for the order-"
               f"{model.order} memory budget were parsed at first order", file=sys.stderr)
-    if model.split_total:
+    if report.split:
         from arboreal.models.pieces import MAX_WORDS
 
-        print(f"arboreal: warning: {model.split_total} sentence(s) longer than {MAX_WORDS} words "
+        print(f"arboreal: warning: {report.split} sentence(s) longer than {MAX_WORDS} words "
               "were parsed in pieces of at most that many words, joined into one tree",
               file=sys.stderr)
     return 0
+
+
+def run(args) -> int:
+    return run_stream(args, tag_only=False)

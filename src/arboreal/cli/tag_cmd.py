@@ -1,8 +1,6 @@
 """``arboreal tag``: predict UPOS, XPOS, FEATS and LEMMA with a model's tagger."""
 from __future__ import annotations
 
-from arboreal.errors import ArborealError
-
 
 def add_parser(subparsers) -> None:
     from arboreal.cli.parse_cmd import add_input_arguments
@@ -19,13 +17,6 @@ def add_parser(subparsers) -> None:
 
 
 def run(args) -> int:
-    from arboreal.cli.parse_cmd import tagged_input
-    from arboreal.io.conllu import write_conllu
-    from arboreal.models import load_model
+    from arboreal.cli.parse_cmd import run_stream
 
-    model = load_model(args.model)
-    if getattr(model, "tagger", None) is None:
-        raise ArborealError(f"{args.model}: this model has no tagger (it was trained with "
-                            "--no-tagger or on data without UPOS)")
-    write_conllu(tagged_input(model, args), args.output)
-    return 0
+    return run_stream(args, tag_only=True)

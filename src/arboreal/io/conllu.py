@@ -716,11 +716,37 @@ def iter_conllu(
     """
     _check_format(format)
     name = _source_name(path_or_file)
+
+    def overflow(pending: bytes, line: int) -> Exception:
+        # an error inside the over-long block is the better message, if there is one
+        _parse_chunk(pending[:pending.rfind(b"\n") + 1] or pending[:1],
+                     name, line, allow_missing_heads, format, check_trees)
+        return FormatError(name, line, f"no blank line in the next "
+                           f"{MAX_SENTENCE_BYTES >> 20} MiB: sentences must be "
+                           "separated by an empty line")
+
+    seen = False
+    for data, line in iter_blocks(path_or_file, chunk_bytes, blank_lines=True,
+                                  overflow=overflow):
+        for s in _parse_chunk(data, name, line, allow_missing_heads, format, check_trees):
+            seen = True
+            yield s
+    if not seen:
+        raise FormatError(name, 1, "empty file (no sentences)")
+
+
+def iter_blocks(path_or_file: PathOrFile, chunk_bytes: int = _CHUNK_BYTES,
+                blank_lines: bool = True, overflow=None) -> Iterator[tuple[bytes, int]]:
+    """``(data, first_line)``: a byte stream in blocks of about ``chunk_bytes`` that end
+    after a blank line (``blank_lines``: whole sentences of CoNLL-U, whole paragraphs of
+    text) or after a line end (one sentence per line), with the 1-based line number each
+    block starts at. A block longer than :data:`MAX_SENTENCE_BYTES` without such an end
+    raises ``overflow(pending, line)`` (default: a FormatError). O(bytes)."""
+    name = _source_name(path_or_file)
     f, own = open_binary(path_or_file)
     try:
         pending = b""
         line = 1
-        seen = False
         eof = False
         while not eof:
             block = f.read(chunk_bytes)
@@ -730,30 +756,28 @@ def iter_conllu(
                 eof = True
                 data, pending = pending, b""
             else:
-                # cut after the last blank line (LF or CRLF files); the search starts
-                # where a blank line could first end, so a long sentence arriving in
-                # many blocks is not searched over and over
+                # the search starts where a separator could first end, so a long block
+                # arriving in many reads is not searched over and over
                 search_from = max(len(pending) - 2, 0)
                 pending += block
-                cut = max(pending.rfind(b"\n\n", search_from) + 2,
-                          pending.rfind(b"\n\r\n", search_from) + 3)
-                if cut < 3:
+                if blank_lines:   # LF or CRLF files
+                    cut = max(pending.rfind(b"\n\n", search_from) + 2,
+                              pending.rfind(b"\n\r\n", search_from) + 3)
+                    found = cut >= 3
+                else:
+                    cut = pending.rfind(b"\n", search_from) + 1
+                    found = cut >= 1
+                if not found:
                     if len(pending) > MAX_SENTENCE_BYTES:
-                        _parse_chunk(pending[:pending.rfind(b"\n") + 1] or pending[:1],
-                                     name, line, allow_missing_heads, format, check_trees)
-                        raise FormatError(name, line, f"no blank line in the next "
-                                          f"{MAX_SENTENCE_BYTES >> 20} MiB: sentences must be "
-                                          "separated by an empty line")
+                        if overflow is not None:
+                            raise overflow(pending, line)
+                        raise FormatError(name, line, f"no {'blank line' if blank_lines else 'line end'} "
+                                          f"in the next {MAX_SENTENCE_BYTES >> 20} MiB")
                     continue
                 data, pending = pending[:cut], pending[cut:]
-            if not data:
-                continue
-            for s in _parse_chunk(data, name, line, allow_missing_heads, format, check_trees):
-                seen = True
-                yield s
-            line += data.count(b"\n")
-        if not seen:
-            raise FormatError(name, 1, "empty file (no sentences)")
+            if data:
+                yield data, line
+                line += data.count(b"\n")
     finally:
         if own:
             f.close()
@@ -849,15 +873,19 @@ def write_conllu(sentences: Iterable[Sentence], path_or_file: PathOrFile) -> Non
     batch only. If the iterable raises, a path is left as it was (the temporary file
     is removed); standard output or an open file keeps the batches already written.
     """
-    def texts() -> Iterator[str]:
-        for batch in batched(sentences, _WRITE_BATCH):
-            yield format_conllu(batch)
+    write_text((format_conllu(batch) for batch in batched(sentences, _WRITE_BATCH)),
+               path_or_file)
 
+
+def write_text(texts: Iterable[str], path_or_file: PathOrFile) -> None:
+    """Write the strings of ``texts`` (any iterable, consumed lazily) as UTF-8 to a path
+    (atomically), ``"-"`` (standard output, flushed after each string) or an open file:
+    how every output format of arboreal is written (see :func:`write_conllu`)."""
     if isinstance(path_or_file, (str, os.PathLike)):
         if str(path_or_file) == "-":
             sys.stdout.flush()
             out = getattr(sys.stdout, "buffer", None)
-            for text in texts():
+            for text in texts:
                 if out is not None:
                     out.write(text.encode("utf-8"))
                     out.flush()
@@ -866,12 +894,12 @@ def write_conllu(sentences: Iterable[Sentence], path_or_file: PathOrFile) -> Non
             return
 
         def write(f) -> None:
-            for text in texts():
+            for text in texts:
                 f.write(text.encode("utf-8"))
 
         atomic_write(path_or_file, write)
         return
-    for text in texts():
+    for text in texts:
         if isinstance(path_or_file, io.TextIOBase):
             path_or_file.write(text)
         else:

@@ -38,9 +38,9 @@ def _lines(path_or_file, name: str) -> Iterator[tuple[int, bytes]]:
             f.close()
 
 
-def iter_tokenized(path_or_file) -> Iterator[Sentence]:
+def iter_tokenized(path_or_file, first_id: int = 1) -> Iterator[Sentence]:
     """Sentences of tokenized text: one sentence per non-blank line, tokens separated
-    by whitespace. FormatError (file, line) for invalid UTF-8, a control character that is
+    by whitespace, numbered (``# sent_id``) from ``first_id``. FormatError (file, line) for invalid UTF-8, a control character that is
     not whitespace or a line over
     MAX_SENTENCE_BYTES; an input without any token is an error too. O(bytes)."""
     name = _source_name(path_or_file)
@@ -52,7 +52,7 @@ def iter_tokenized(path_or_file) -> Iterator[Sentence]:
         if not tokens:
             continue
         count += 1
-        s = Sentence.from_columns(tokens, comments=[f"# sent_id = {count}",
+        s = Sentence.from_columns(tokens, comments=[f"# sent_id = {count + first_id - 1}",
                                                     f"# text = {' '.join(tokens)}"])
         s.line = number
         yield s

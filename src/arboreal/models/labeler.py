@@ -164,6 +164,12 @@ class Labeler:
         return _predict(enc.codes, self.table, np.asarray(heads, dtype=np.int64), LONG,
                         self.bits, self.W)
 
+    def label_scores(self, enc, heads: np.ndarray) -> np.ndarray:
+        """Every label's score (n+1, L) float64 for every word given the tree ``heads``
+        (row 0 zeros). O(n x templates x L)."""
+        return _label_scores(enc.codes, self.table, np.asarray(heads, dtype=np.int64), LONG,
+                             self.bits, self.W)
+
     def predict_labels(self, enc, heads: np.ndarray) -> np.ndarray:
         """DEPREL strings (n+1,) object array, index 0 the root token."""
         idx = self.predict(enc, heads)
@@ -221,7 +227,9 @@ def _train_sentence(codes, table, heads, gold, long_attr, bits, W, U, c):
 
 
 @njit(cache=True)
-def _predict(codes, table, heads, long_attr, bits, W):
+def _label_scores(codes, table, heads, long_attr, bits, W):
+    """Score of every label (n+1, L) for every word given the tree (row 0 and words
+    without a head: zeros)."""
     n = codes.shape[1] - 3
     n_loop = 0
     for t in range(table.shape[0]):
@@ -229,17 +237,24 @@ def _predict(codes, table, heads, long_attr, bits, W):
             n_loop += 1
     buf = np.empty(2 * (table.shape[0] + n_loop * (n + 2)), dtype=np.int64)
     G = partial_hashes(codes, table, heads)
-    scores = np.zeros(W.shape[1])
-    out = np.full(n + 1, -1, dtype=np.int64)
+    out = np.zeros((n + 1, W.shape[1]))
     for m in range(1, n + 1):
         if heads[m] < 0:
-            out[m] = 0
             continue
         k = arc_ids(codes, table, G, heads[m], m, heads, long_attr, bits, buf)
-        _scores_of(W, buf, k, scores)
+        _scores_of(W, buf, k, out[m])
+    return out
+
+
+@njit(cache=True)
+def _predict(codes, table, heads, long_attr, bits, W):
+    scores = _label_scores(codes, table, heads, long_attr, bits, W)
+    n = scores.shape[0] - 1
+    out = np.full(n + 1, -1, dtype=np.int64)
+    for m in range(1, n + 1):
         best = 0
         for lab in range(1, W.shape[1]):
-            if scores[lab] > scores[best]:
+            if scores[m, lab] > scores[m, best]:
                 best = lab
         out[m] = best
     return out

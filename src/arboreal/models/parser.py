@@ -18,6 +18,7 @@ from arboreal.errors import ArborealError, ModelError
 from arboreal.features.first_order import ATTRS, N_RESERVED, TEMPLATE_SETS, FeatureSet
 from arboreal.features.hashing import as_aligned
 from arboreal.learn import ArcFactoredData, decode, get_learner
+from arboreal.models.analysis import analyze, arc_marginals, score_matrices
 from arboreal.models.pieces import parse_in_pieces
 from arboreal.models.pipeline import (PIPELINE_SECTIONS, PipelineMixin, attach_pipeline,
                                        complete_tags, put_pipeline)
@@ -295,6 +296,11 @@ class Parser(PipelineMixin):
             else:
                 chosen = "eisner" if all(_is_projective(h) for h in heads) else "cle"
         parser.decoder = chosen
+        calibration = {"data": None}   # probabilities at temperature 1: uncalibrated
+        if dev_enc is not None:
+            from arboreal.models.analysis import fit_temperatures
+
+            calibration = fit_temperatures(parser, dev_enc, dev)
         parser.meta = {
             "training": {"learner": learner, "learner_options": learner_options,
                          "decoder": decoder, "train_decoder": train_decoder,
@@ -307,6 +313,7 @@ class Parser(PipelineMixin):
                          "dev_sentences": len(dev) if dev else 0},
             "best_epoch": best["epoch"] if best["weights"] is not None else epochs,
             "history": history,
+            "calibration": calibration,
             "seconds": {"features": round(t_features, 3), "labels": round(t_labels, 3),
                         "arcs": round(t_train, 3)},
         }
@@ -365,17 +372,41 @@ class Parser(PipelineMixin):
         """(heads, deprels) for every sentence, without building new Sentence objects."""
         return self._predict_encoded(self.features.encode(sentences))
 
-    def parse(self, sentences: list, retag: bool = False) -> list:
+    def parse(self, sentences: list, retag: bool = False, decode: str = "map",
+              probabilities: bool = False) -> list:
         """Parsed copies of ``sentences``: HEAD and DEPREL filled, DEPS ``_``, everything
         else kept, except tag columns that are ``_`` throughout a sentence, which the
         model's tagger fills (every tag column with ``retag``; see
         :func:`arboreal.models.pipeline.complete_tags`). Sentences over
         :data:`arboreal.models.pieces.MAX_WORDS` words are parsed in pieces (bounded
-        memory; counted in ``split_total``)."""
+        memory; counted in ``split_total``).
+
+        ``decode``: "map" (the best tree) or "mbr" (the tree with the most expected
+        correct heads under the arc marginals); ``probabilities``: each word's
+        ``HeadProb`` and ``LabelProb`` in MISC (see :mod:`arboreal.models.analysis`)."""
         sentences = complete_tags(self, sentences, retag)
-        parsed, split = parse_in_pieces(self._parse_whole, sentences, self.single_root)
+        if decode == "map" and not probabilities:
+            whole = self._parse_whole
+        else:
+            def whole(batch: list) -> list:
+                return [trees[0] for trees in analyze(self, batch, 1, decode, probabilities)]
+        parsed, split = parse_in_pieces(whole, sentences, self.single_root)
         self.split_total += split
         return parsed
+
+    def parse_kbest(self, sentences: list, k: int, retag: bool = False,
+                    probabilities: bool = False) -> list[list]:
+        """The ``k`` best trees of every sentence (exact, best first, distinct; fewer when
+        fewer trees exist) as parsed copies with ``# kbest_rank`` and ``# tree_score``
+        comments. O(k n^3) per sentence (Eisner k-best or Lawler-partitioned CLE)."""
+        return analyze(self, complete_tags(self, sentences, retag), k, "map", probabilities)
+
+    def arc_marginals(self, sentences: list, retag: bool = False) -> list[np.ndarray]:
+        """P(head of m is h) as (n+1, n+1) float64 per sentence (column m >= 1 sums to
+        1, column 0 zeros), at the temperature fitted on dev at training. O(n^3) each."""
+        sentences = complete_tags(self, sentences, retag)
+        mats = score_matrices(self, self.features.encode(sentences))
+        return [arc_marginals(self, summed) for _, summed in mats]
 
     def _parse_whole(self, sentences: list) -> list:
         heads, labels = self.predict(sentences)
@@ -418,6 +449,10 @@ class Parser(PipelineMixin):
         fields = MetaFields(path, meta)
         decoder = fields.choice("decoder", ("eisner", "cle"))
         single_root = fields.bool("single_root")
+        if fields.has("calibration"):
+            cal = fields.section("calibration")
+            for key in ("arc_temperature", "label_temperature"):
+                cal.number(key, 1e-6, 1e6, default=1.0)
         try:
             fs = feature_set_from_file(fields, arrays)
             weights = get_weights(arrays, "w", fs.dim)

@@ -1,0 +1,99 @@
+"""Ahead-of-use compilation: whether numba's on-disk cache already holds arboreal's
+kernels, and the one-line notice a command prints when it does not.
+
+Every kernel is ``@njit(cache=True)``: the first run on a machine compiles them (a
+cold first ``parse`` is silent for a long while otherwise) and later runs load them
+from ``__pycache__`` (or ``NUMBA_CACHE_DIR``). ``arboreal warmup`` compiles them ahead,
+for containers and shared installations.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+#: kernels every parse runs (module, function): if one has no cache index, the run
+#: is a first run on this machine
+_PROBES = (("arboreal.inference.eisner", "_eisner_kernel"),
+           ("arboreal.inference.mst", "_cle_kernel"),
+           ("arboreal.features.tokens", "greedy_tag"),
+           ("arboreal.models.labeler", "_label_scores"))
+
+
+def kernels_cached() -> bool:
+    """True when numba's cache has an index for every probe kernel (False also when
+    the cache cannot be inspected)."""
+    try:
+        for module, name in _PROBES:
+            dispatcher = getattr(importlib.import_module(module), name)
+            if not os.path.exists(dispatcher._cache._cache_file._index_path):
+                return False
+    except (AttributeError, ImportError, OSError):
+        return False
+    return True
+
+
+def notice_if_compiling(quiet: bool = False) -> None:
+    """Print one line to stderr when the kernels are about to be compiled."""
+    if not quiet and not kernels_cached():
+        print("arboreal: compiling the parsing kernels for this machine (first use only; "
+              "'arboreal warmup' does it ahead of time)", file=sys.stderr, flush=True)
+
+
+_NOUNS = ("dog", "cat", "bird", "child", "teacher", "farmer")
+_VERBS = ("sees", "likes", "follows", "helps")
+
+
+def _synthetic_treebank() -> str:
+    """A tiny CoNLL-U treebank (with ``# text`` lines) that exercises every parsing
+    kernel: "The dog sees a cat." and its variations."""
+    blocks = []
+    k = 0
+    for i, subj in enumerate(_NOUNS):
+        for j, verb in enumerate(_VERBS):
+            obj = _NOUNS[(i + j + 1) % len(_NOUNS)]
+            k += 1
+            rows = [("The", "the", "DET", "DT", "Definite=Def|PronType=Art", 2, "det", "_"),
+                    (subj, subj, "NOUN", "NN", "Number=Sing", 3, "nsubj", "_"),
+                    (verb, verb[:-1], "VERB", "VBZ", "Number=Sing|Person=3", 0, "root", "_"),
+                    ("a", "a", "DET", "DT", "Definite=Ind|PronType=Art", 5, "det", "_"),
+                    (obj, obj, "NOUN", "NN", "Number=Sing", 3, "obj", "SpaceAfter=No"),
+                    (".", ".", "PUNCT", ".", "_", 3, "punct", "_")]
+            lines = [f"# sent_id = w{k}", f"# text = The {subj} {verb} a {obj}."]
+            lines += ["\t".join([str(n), *map(str, r[:5]), str(r[5]), r[6], "_", r[7]])
+                      for n, r in enumerate(rows, start=1)]
+            blocks.append("\n".join(lines) + "\n")
+    return "\n".join(blocks) + "\n"
+
+
+def warmup(model_paths=(), log=None) -> None:
+    """Compile (or load from the cache) the kernels that training and parsing use: with
+    no model, a tiny pipeline is trained on synthetic sentences and run on raw text with
+    both decoders, probabilities, k-best and minimum-risk decoding; each model given is
+    run the same way on its own inputs. Writes nothing but numba's cache."""
+    import io
+
+    from arboreal.io.conllu import read_conllu
+    from arboreal.models import Parser, load_model
+    from arboreal.models.pipeline import train_pipeline
+
+    say = log or (lambda line: None)
+    text = "The dog sees a cat. A bird likes the child.\n\nThe farmer helps a teacher.\n"
+    models = [load_model(path) for path in model_paths]
+    if not models:
+        bank = read_conllu(io.StringIO(_synthetic_treebank()))
+        for decoder in ("eisner", "cle"):
+            say(f"warmup: training a tiny {decoder} pipeline")
+            models.append(train_pipeline(
+                bank, bank[:4], lambda tr, dv: Parser.train(tr, dv, decoder=decoder, epochs=1,
+                                                            hash_bits=16),
+                folds=2, tagger_epochs=1))
+    for model in models:
+        say("warmup: parsing")
+        if model.tokenizer is not None:
+            sentences = model.parse_text(text)
+        else:
+            sentences = model.parse_tokens([["The", "dog", "sees", "a", "cat", "."]])
+        if hasattr(model, "parse_kbest"):
+            model.parse(sentences, decode="mbr", probabilities=True)
+            model.parse_kbest(sentences, 2, probabilities=True)

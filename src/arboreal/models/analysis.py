@@ -1,0 +1,235 @@
+"""Beyond the best tree: arc and label probabilities, k-best trees and minimum-risk
+decoding for first-order models.
+
+Probabilities. A first-order model scores a tree by the sum of its arc scores s(h, m);
+its head probabilities are the arc marginals of the Gibbs distribution
+P(tree) ∝ exp(score(tree) / T) over the decoder's tree family (Matrix-Tree Theorem for
+CLE models, inside-outside for Eisner models), and its label probabilities the softmax of
+the label scores / T_label of the word's label given the tree. For a log-linear model
+(T = 1) these are the model's own probabilities; a perceptron's or MIRA's scores have no
+probabilistic meaning, and their scale is arbitrary. Training with a dev set therefore
+fits both temperatures on dev by maximum likelihood of the gold heads and labels
+(temperature scaling, Guo et al. 2017), for every learner: the probabilities then mean
+"how often arcs given this probability were right on held-out data". Without dev, T = 1
+and the model's metadata says the probabilities are uncalibrated.
+
+``HeadProb`` and ``LabelProb`` (MISC) of a word are the marginal of its chosen arc and
+the probability of its chosen label given that arc.
+"""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+
+from arboreal.inference.kbest import kbest as kbest_trees
+from arboreal.inference.mbr import mbr_decode
+from arboreal.inference.partition import marginals as tree_marginals
+from arboreal.io.sentence import ROOT_TOKEN
+
+#: the decoders ``parse`` offers: the best tree, or the minimum-Bayes-risk tree
+DECODES = ("map", "mbr")
+#: probabilities below this count as this in a likelihood (a projective model gives a
+#: gold non-projective tree's arcs tiny marginals)
+_FLOOR = 1e-12
+
+
+def score_matrices(parser, encoded: Sequence) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per sentence ``(decode_scores, sum_scores)``, both (n+1, n+1) float64: the arc
+    scores the decoder maximises and the ones whose exponentials are summed over trees.
+    They differ only for a jointly labeled model (max vs log-sum-exp over the labels).
+    O(n^2 x templates) per sentence."""
+    from arboreal.learn.loglinear import length_buckets
+
+    fs = parser.features
+    lengths = np.array([e.n for e in encoded], dtype=np.int64)
+    out: list = [None] * len(encoded)
+    for part in length_buckets(lengths):
+        S = fs.arc_scores_batch(fs.pack([encoded[i] for i in part]), parser.weights)
+        for b, i in enumerate(part):
+            n1 = lengths[i] + 1
+            s = np.array(S[b, :n1, :n1], dtype=np.float64)
+            out[i] = (s, s)
+    if parser.label_features is not None:
+        for i, e in enumerate(encoded):
+            if e.n == 0:
+                continue
+            G = parser.label_features.scores(e, parser.label_weights).astype(np.float64)
+            s = out[i][0]
+            out[i] = (s + G.max(axis=-1), s + _logsumexp(G))
+    return out
+
+
+def _logsumexp(G: np.ndarray) -> np.ndarray:
+    top = G.max(axis=-1)
+    return top + np.log(np.exp(G - top[..., None]).sum(axis=-1))
+
+
+def arc_marginals(parser, scores: np.ndarray, temperature: float | None = None) -> np.ndarray:
+    """P(h -> m) (n+1, n+1) for one sentence's ``sum_scores`` (see :func:`score_matrices`),
+    at the model's fitted temperature unless one is given. O(n^3)."""
+    T = parser_temperatures(parser)[0] if temperature is None else temperature
+    if scores.shape[0] <= 1:
+        return np.zeros_like(scores)
+    return tree_marginals(scores / T, projective=parser.decoder == "eisner",
+                          single_root=parser.single_root)
+
+
+def parser_temperatures(parser) -> tuple[float, float]:
+    """(arc temperature, label temperature) of a model: fitted on dev at training, else 1."""
+    cal = parser.meta.get("calibration") or {}
+    return float(cal.get("arc_temperature", 1.0)), float(cal.get("label_temperature", 1.0))
+
+
+def label_score_rows(parser, enc, heads: np.ndarray) -> np.ndarray:
+    """Every label's score (n+1, L) for every word given the tree ``heads``."""
+    if parser.label_features is None:
+        return parser.labeler.label_scores(enc, heads)
+    G = parser.label_features.scores(enc, parser.label_weights).astype(np.float64)
+    rows = np.zeros((len(heads), G.shape[-1]))
+    m = np.arange(1, len(heads))
+    rows[1:] = G[heads[1:], m]
+    return rows
+
+
+def _softmax(rows: np.ndarray) -> np.ndarray:
+    z = rows - rows.max(axis=-1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def _labels_of(parser) -> np.ndarray:
+    return (parser.label_features.labels if parser.label_features is not None
+            else parser.labeler.labels)
+
+
+# ---------------------------------------------------------------- calibration
+def fit_temperatures(parser, encoded: Sequence, sentences: Sequence) -> dict:
+    """Temperatures maximising the likelihood of the gold heads (arc marginals) and of
+    the gold labels given the gold tree, on ``sentences`` (dev); O(iterations x n^3) per
+    sentence. Returns the ``calibration`` metadata entry."""
+    from scipy.optimize import minimize_scalar
+
+    mats = score_matrices(parser, encoded)
+    gold = [np.asarray(s.heads, dtype=np.int64) for s in sentences]
+    keep = [i for i, e in enumerate(encoded) if e.n > 0]
+    projective = parser.decoder == "eisner"
+    lengths = np.array([encoded[i].n for i in keep], dtype=np.int64)
+    N1 = int(lengths.max()) + 1 if keep else 1
+    batch = np.zeros((len(keep), N1, N1))
+    for b, i in enumerate(keep):
+        n1 = lengths[b] + 1
+        batch[b, :n1, :n1] = mats[i][1]
+    rows_b = np.concatenate([np.full(lengths[b], b) for b in range(len(keep))]) if keep else []
+    cols_m = np.concatenate([np.arange(1, n + 1) for n in lengths]) if keep else []
+    rows_h = np.concatenate([gold[i][1:] for i in keep]) if keep else []
+
+    def arc_nll(log_t: float) -> float:
+        P = tree_marginals(batch / np.exp(log_t), projective=projective,
+                           single_root=parser.single_root, lengths=lengths)
+        return float(-np.log(np.maximum(P[rows_b, rows_h, cols_m], _FLOOR)).mean())
+
+    labels = {lab: k for k, lab in enumerate(_labels_of(parser).tolist())}
+    label_rows, label_gold = [], []
+    for i in keep:
+        rows = label_score_rows(parser, encoded[i], gold[i])
+        for m, d in enumerate(sentences[i].deprels[1:].tolist(), start=1):
+            if d in labels:
+                label_rows.append(rows[m])
+                label_gold.append(labels[d])
+    R = np.array(label_rows) if label_rows else np.zeros((0, 1))
+    y = np.array(label_gold, dtype=np.int64)
+
+    def label_nll(log_t: float) -> float:
+        P = _softmax(R / np.exp(log_t))
+        return float(-np.log(np.maximum(P[np.arange(len(y)), y], _FLOOR)).mean())
+
+    out = {"data": "dev", "sentences": len(keep)}
+    for key, nll, n in (("arc", arc_nll, len(keep)), ("label", label_nll, len(y))):
+        if n == 0:
+            out[f"{key}_temperature"] = 1.0
+            continue
+        res = minimize_scalar(nll, bounds=(-6.0, 6.0), method="bounded",
+                              options={"xatol": 1e-3})
+        out[f"{key}_temperature"] = round(float(np.exp(res.x)), 6)
+        out[f"{key}_nll"] = round(float(res.fun), 6)
+    return out
+
+
+# ---------------------------------------------------------------- parsing
+def analyze(parser, sentences: Sequence, k: int = 1, decode: str = "map",
+            probabilities: bool = False) -> list[list]:
+    """For every sentence, its ``k`` best trees (``decode="map"``; exact, best first) or
+    its minimum-Bayes-risk tree (``decode="mbr"``, k = 1) as parsed Sentence copies. With
+    ``probabilities``, MISC gets ``HeadProb`` and ``LabelProb`` for every word; k-best
+    trees carry ``# kbest_rank`` and ``# tree_score`` comments (rank r > 1 also a
+    ``-kbest{r}`` suffix on the sent_id). Tags must already be complete. O(n^3) per
+    sentence for probabilities or MBR, O(k n^3) for k-best."""
+    if decode not in DECODES:
+        raise ValueError(f"decode must be one of {DECODES}, got {decode!r}")
+    if decode == "mbr" and k != 1:
+        raise ValueError("minimum-risk decoding gives one tree per sentence (k = 1)")
+    encoded = parser.features.encode(list(sentences))
+    mats = score_matrices(parser, encoded)
+    T_arc, T_label = parser_temperatures(parser)
+    projective = parser.decoder == "eisner"
+    labels = _labels_of(parser)
+    out = []
+    for s, e, (dec, summed) in zip(sentences, encoded, mats):
+        n = e.n
+        if n == 0:
+            out.append([s.with_tree(np.array([-1]), np.array([ROOT_TOKEN], dtype=object))])
+            continue
+        P = None
+        if probabilities or decode == "mbr":
+            P = arc_marginals(parser, summed, T_arc)
+        if decode == "mbr":
+            trees = [np.asarray(mbr_decode(P, projective, parser.single_root), dtype=np.int64)]
+            tree_scores = [float(dec[trees[0][1:], np.arange(1, n + 1)].sum())]
+        else:
+            heads, tree_scores = kbest_trees(dec, k, projective, parser.single_root)
+            trees = [np.asarray(h, dtype=np.int64) for h in heads]
+        results = []
+        for rank, (heads, score) in enumerate(zip(trees, tree_scores), start=1):
+            rows = label_score_rows(parser, e, heads)
+            chosen = rows[1:].argmax(axis=1) if rows.shape[1] else np.zeros(n, np.int64)
+            deprels = np.empty(n + 1, dtype=object)
+            deprels[0] = ROOT_TOKEN
+            deprels[1:] = labels[chosen] if len(labels) else "_"
+            parsed = s.with_tree(heads, deprels)
+            if probabilities:
+                head_p = P[heads[1:], np.arange(1, n + 1)]
+                label_p = (_softmax(rows[1:] / T_label)[np.arange(n), chosen]
+                           if rows.shape[1] else np.ones(n))
+                parsed.misc = _with_probabilities(s.misc, head_p, label_p)
+            if k > 1:
+                parsed.comments = _kbest_comments(s.comments, rank, float(score))
+            results.append(parsed)
+        out.append(results)
+    return out
+
+
+def _with_probabilities(misc: np.ndarray, head_p: np.ndarray, label_p: np.ndarray
+                        ) -> np.ndarray:
+    """MISC with ``HeadProb=`` and ``LabelProb=`` (4 decimals) after its other items."""
+    out = misc.copy()
+    for m in range(1, len(misc)):
+        items = [x for x in str(misc[m]).split("|")
+                 if x != "_" and not x.startswith(("HeadProb=", "LabelProb="))]
+        items += [f"HeadProb={head_p[m - 1]:.4f}", f"LabelProb={label_p[m - 1]:.4f}"]
+        out[m] = "|".join(items)
+    return out
+
+
+def _kbest_comments(comments: list[str], rank: int, score: float) -> list[str]:
+    out = []
+    for c in comments:
+        if rank > 1 and c.startswith("# sent_id"):
+            key, sep, value = c.partition("=")
+            if sep:
+                c = f"{key}= {value.strip()}-kbest{rank}"
+        # a document or paragraph starts once, at the first tree
+        skip = ("# kbest_rank", "# tree_score") + (("# newdoc", "# newpar") if rank > 1 else ())
+        if not c.startswith(skip):
+            out.append(c)
+    return out + [f"# kbest_rank = {rank}", f"# tree_score = {score:.6g}"]

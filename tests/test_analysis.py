@@ -243,3 +243,14 @@ def test_interrupted_parallel_parse_leaves_nothing(model_file, tmp_path):
 def test_warmup_runs_a_model(model_file, capsys):
     assert main(["warmup", str(model_file / "m.model")]) == 0
     assert "warmup: done" in capsys.readouterr().err
+
+
+def test_kbest_memory_is_budgeted(parser, monkeypatch):
+    from arboreal.errors import ArborealError
+    from arboreal.io.sentence import Sentence
+
+    monkeypatch.setattr("arboreal.models.analysis.KBEST_BUDGET_BYTES", 1 << 20)
+    s = Sentence.from_columns(["word"] * 60, upos=["NOUN"] * 60)
+    assert len(parser.parse_kbest([s], 1)[0]) == 1           # one tree: no k-best search
+    with pytest.raises(ArborealError, match="over the 1 MiB budget"):
+        parser.parse_kbest([s], 50)

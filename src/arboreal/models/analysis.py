@@ -29,6 +29,8 @@ from arboreal.io.sentence import ROOT_TOKEN
 
 #: the decoders ``parse`` offers: the best tree, or the minimum-Bayes-risk tree
 DECODES = ("map", "mbr")
+#: the most memory one sentence's k-best search may take
+KBEST_BUDGET_BYTES = 1 << 30
 #: probabilities below this count as this in a likelihood (a projective model gives a
 #: gold non-projective tree's arcs tiny marginals)
 _FLOOR = 1e-12
@@ -187,6 +189,14 @@ def analyze(parser, sentences: Sequence, k: int = 1, decode: str = "map",
             trees = [np.asarray(mbr_decode(P, projective, parser.single_root), dtype=np.int64)]
             tree_scores = [float(dec[trees[0][1:], np.arange(1, n + 1)].sum())]
         else:
+            need = kbest_bytes(n, k, projective)
+            if k > 1 and need > KBEST_BUDGET_BYTES:
+                from arboreal.errors import ArborealError
+
+                where = f" (line {s.line})" if s.line is not None else ""
+                raise ArborealError(f"the {k} best trees of a {n}-word sentence{where} need "
+                                    f"{need >> 20} MiB, over the {KBEST_BUDGET_BYTES >> 20} "
+                                    "MiB budget: ask for fewer trees")
             heads, tree_scores = kbest_trees(dec, k, projective, parser.single_root)
             trees = [np.asarray(h, dtype=np.int64) for h in heads]
         results = []
@@ -207,6 +217,14 @@ def analyze(parser, sentences: Sequence, k: int = 1, decode: str = "map",
             results.append(parsed)
         out.append(results)
     return out
+
+
+def kbest_bytes(n: int, k: int, projective: bool) -> int:
+    """Memory of the k-best search for an n-word sentence: the lazy Eisner chart, or the
+    forced heads and trees of Lawler's subproblems."""
+    if projective:
+        return (64 * k + 450) * (n + 1) ** 2
+    return (1 + k * max(n, 1)) * (n + 1) * 12 + 8 * (n + 1) ** 2
 
 
 def _with_probabilities(misc: np.ndarray, head_p: np.ndarray, label_p: np.ndarray

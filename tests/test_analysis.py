@@ -254,3 +254,14 @@ def test_kbest_memory_is_budgeted(parser, monkeypatch):
     assert len(parser.parse_kbest([s], 1)[0]) == 1           # one tree: no k-best search
     with pytest.raises(ArborealError, match="over the 1 MiB budget"):
         parser.parse_kbest([s], 50)
+
+
+def test_ud_root_label_exactly_on_the_root(parser, sample):
+    # UD: the word on the root is labelled root, and no other word is
+    _, test = sample
+    for parsed in (parser.parse(test), parser.parse(test, probabilities=True),
+                   [t for trees in parser.parse_kbest(test[:30], 3) for t in trees]):
+        for s in parsed:
+            on_root = s.heads[1:] == 0
+            assert (s.deprels[1:][on_root] == "root").all()
+            assert (s.deprels[1:][~on_root] != "root").all()

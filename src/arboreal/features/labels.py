@@ -29,7 +29,43 @@ from numba import njit
 from arboreal.features.first_order import ATTR_INDEX, N_RESERVED
 from arboreal.features.hashing import HEAD, MOD, _fmix, _mix, compile_templates
 
-__all__ = ["LabelFeatures", "HEAD_TEMPLATES", "MOD_TEMPLATES", "label_feature_templates"]
+__all__ = ["LabelFeatures", "HEAD_TEMPLATES", "MOD_TEMPLATES", "label_feature_templates",
+           "ROOT_LABEL", "constrain_root_label", "constrain_root_arcs"]
+
+#: the DEPREL Universal Dependencies gives the word on the root, and no other word
+ROOT_LABEL = "root"
+
+
+def constrain_root_label(rows: np.ndarray, heads: np.ndarray, labels) -> np.ndarray:
+    """Label scores (n+1, L) of each word given the tree ``heads``, with UD's rule
+    applied when the label set has :data:`ROOT_LABEL`: a word on the root can only be
+    ``root``, any other word anything but ``root``. A copy; O(n L)."""
+    labels = list(labels)
+    if ROOT_LABEL not in labels or rows.shape[0] <= 1:
+        return rows
+    r = labels.index(ROOT_LABEL)
+    rows = np.array(rows, dtype=np.float64)
+    on_root = np.asarray(heads)[1:] == 0
+    keep = rows[1:][on_root, r]
+    rows[1:][on_root] = -np.inf
+    rows[1:][on_root, r] = keep
+    rows[1:][~on_root, r] = -np.inf
+    return rows
+
+
+def constrain_root_arcs(G: np.ndarray, labels) -> np.ndarray:
+    """Label scores (n+1, n+1, L) of every arc h -> m with the same rule: arcs from the
+    root take only ``root``, other arcs anything else. A copy; O(n^2 L)."""
+    labels = list(labels)
+    if ROOT_LABEL not in labels:
+        return G
+    r = labels.index(ROOT_LABEL)
+    G = np.array(G, dtype=np.float64)
+    keep = G[0, :, r].copy()
+    G[0] = -np.inf
+    G[0, :, r] = keep
+    G[1:, :, r] = -np.inf
+    return G
 
 HEAD_TEMPLATES = ["h.word", "h.pos", "h.xpos", "h.lemma", "h.feats", "h.pos h.feats",
                   "h.pos h+1.pos", "h-1.pos h.pos"]

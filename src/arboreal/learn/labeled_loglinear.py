@@ -34,6 +34,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
+from arboreal.features.labels import constrain_root_arcs
 from arboreal.learn import ArcFactoredData, decode
 from arboreal.learn.loglinear import LogLinear, ScoredBuckets, accumulate_dense, length_buckets
 
@@ -155,7 +156,7 @@ def decode_labeled(features, label_features, enc, w: np.ndarray, v: np.ndarray,
     n = enc.n
     if n == 0:
         return np.array([-1], dtype=np.int64), np.array([-1], dtype=np.int64)
-    G = label_features.scores(enc, v)
+    G = constrain_root_arcs(label_features.scores(enc, v), label_features.labels)
     best = G.argmax(axis=-1)
     S = features.arc_scores(enc, w) + G.max(axis=-1)
     heads = np.asarray(decode(S, projective, single_root), dtype=np.int64)

@@ -22,6 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
+from arboreal.features.labels import constrain_root_label
 from arboreal.inference.kbest import kbest as kbest_trees
 from arboreal.inference.mbr import mbr_decode
 from arboreal.inference.partition import marginals as tree_marginals
@@ -84,14 +85,16 @@ def parser_temperatures(parser) -> tuple[float, float]:
 
 
 def label_score_rows(parser, enc, heads: np.ndarray) -> np.ndarray:
-    """Every label's score (n+1, L) for every word given the tree ``heads``."""
+    """Every label's score (n+1, L) for every word given the tree ``heads`` (-inf for
+    the labels UD's root rule excludes, see
+    :func:`~arboreal.features.labels.constrain_root_label`)."""
     if parser.label_features is None:
-        return parser.labeler.label_scores(enc, heads)
-    G = parser.label_features.scores(enc, parser.label_weights).astype(np.float64)
-    rows = np.zeros((len(heads), G.shape[-1]))
-    m = np.arange(1, len(heads))
-    rows[1:] = G[heads[1:], m]
-    return rows
+        rows = parser.labeler.label_scores(enc, heads)
+    else:
+        G = parser.label_features.scores(enc, parser.label_weights).astype(np.float64)
+        rows = np.zeros((len(heads), G.shape[-1]))
+        rows[1:] = G[heads[1:], np.arange(1, len(heads))]
+    return constrain_root_label(rows, heads, _labels_of(parser))
 
 
 def _softmax(rows: np.ndarray) -> np.ndarray:

@@ -25,6 +25,7 @@ from numba import njit
 
 from arboreal._prefetch import prefetch
 from arboreal.features.first_order import ATTR_INDEX, LONG
+from arboreal.features.labels import constrain_root_label
 from arboreal.features.hashing import (BETWEEN, CHILD, GRAND, HEAD, MOD, SIBLING, arc_ids,
                                        compile_templates, partial_hashes)
 
@@ -160,9 +161,14 @@ class Labeler:
         return self
 
     def predict(self, enc, heads: np.ndarray) -> np.ndarray:
-        """Label index (n+1,) of every word given the tree (index 0 unused, -1)."""
-        return _predict(enc.codes, self.table, np.asarray(heads, dtype=np.int64), LONG,
-                        self.bits, self.W)
+        """Label index (n+1,) of every word given the tree (index 0 unused, -1): the
+        best-scoring label, ``root`` exactly for the words on the root when the label
+        set is UD's (:func:`~arboreal.features.labels.constrain_root_label`)."""
+        rows = constrain_root_label(self.label_scores(enc, heads), heads, self.labels)
+        out = np.full(len(rows), -1, dtype=np.int64)
+        if len(rows) > 1 and rows.shape[1]:
+            out[1:] = rows[1:].argmax(axis=1)
+        return out
 
     def label_scores(self, enc, heads: np.ndarray) -> np.ndarray:
         """Every label's score (n+1, L) float64 for every word given the tree ``heads``
@@ -243,18 +249,4 @@ def _label_scores(codes, table, heads, long_attr, bits, W):
             continue
         k = arc_ids(codes, table, G, heads[m], m, heads, long_attr, bits, buf)
         _scores_of(W, buf, k, out[m])
-    return out
-
-
-@njit(cache=True)
-def _predict(codes, table, heads, long_attr, bits, W):
-    scores = _label_scores(codes, table, heads, long_attr, bits, W)
-    n = scores.shape[0] - 1
-    out = np.full(n + 1, -1, dtype=np.int64)
-    for m in range(1, n + 1):
-        best = 0
-        for lab in range(1, W.shape[1]):
-            if scores[m, lab] > scores[m, best]:
-                best = lab
-        out[m] = best
     return out

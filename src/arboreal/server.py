@@ -1,0 +1,669 @@
+"""An HTTP server with UDPipe's REST API (``arboreal serve``).
+
+Clients written for UDPipe's REST service (UDPipe 1 ``udpipe_server``, UDPipe 2
+``udpipe2_server.py``, ``udpipe2_client.py``, ``curl -F data=@file -F tokenizer=
+-F tagger= -F parser= http://HOST:PORT/process``) work unchanged. The API
+(https://lindat.mff.cuni.cz/services/udpipe/api-reference.php):
+
+``GET|POST /models``
+    ``{"models": {NAME: ["tokenizer", "tagger", "parser"]}, "default_model": NAME}``,
+    each model listing the components it has (every arboreal model has a parser).
+
+``GET|POST /process``
+    Parameters come from the query string and from an
+    ``application/x-www-form-urlencoded`` or ``multipart/form-data`` body (a body
+    parameter overrides a query one of the same name):
+
+    - ``data`` (required): the text, UTF-8; it is NFC-normalized, as UDPipe does.
+    - ``model``: a model name, an alias, or a hyphen-separated prefix of one
+      (``en`` selects ``en-ewt``: the first model served wins a shared prefix, a
+      full name always wins); absent or empty: the default model.
+    - ``tokenizer`` (present = raw text input, cut into paragraphs at blank lines,
+      tokenized and split into sentences by the model's tokenizer; its value, the
+      tokenizer options, is ignored).
+    - ``input`` (when no tokenizer): ``conllu`` (default; HEAD may be ``_``),
+      ``horizontal`` (a sentence per line, tokens separated by spaces; U+00A0
+      NO-BREAK SPACE inside a token stands for a space), ``vertical`` (a token per
+      line, the first tab-separated field; blank lines end sentences) or
+      ``tokenizer`` (same as the ``tokenizer`` parameter). Format options
+      (``conllu=v2``) are accepted and ignored.
+    - ``tagger`` (present = predict UPOS, XPOS, FEATS and LEMMA for every word,
+      replacing the input's; value ignored, ``none`` = absent as in UDPipe 1).
+    - ``parser`` (present = predict HEAD and DEPREL; value ignored, ``none`` =
+      absent). Without ``tagger``, tag columns that are ``_`` throughout a sentence
+      are still predicted first, since the parser's features need them (the
+      ``arboreal parse`` rule); columns the input has are kept.
+    - ``output``: ``conllu`` (default), ``horizontal`` (words of a sentence on one
+      line, spaces inside words written as U+00A0), ``vertical`` (a word per line,
+      a blank line after each sentence), ``plaintext`` (tokens of a sentence on one
+      line, spaced by ``SpaceAfter=No``: UDPipe's ``plaintext=normalized_spaces``; a
+      blank line between paragraphs). ``horizontal`` and ``vertical`` take the
+      option ``paragraphs`` (``horizontal=paragraphs``: a blank line after each
+      paragraph); other options are ignored.
+
+    The answer: ``{"model": NAME, "acknowledgements": [...], "result": TEXT}``
+    (``application/json; charset=utf-8``). Steps without a parameter are skipped:
+    ``input=horizontal`` alone converts text to CoNLL-U.
+
+Errors, as UDPipe's servers answer them: a ``text/plain`` message with status 400
+(missing ``data``, unknown model or format, a step the model lacks, malformed
+input, text or parameters that are not UTF-8, an unsupported body type), 404 (an
+unknown URL), 405 (a method other than GET, HEAD and POST), 413 (a body over the
+size limit) and 500 (a bug; the traceback goes to the server's standard error).
+Every answer carries ``Access-Control-Allow-Origin: *`` as UDPipe's do.
+
+Each model is guarded by a lock: a model keeps counters and caches while it
+parses, so two requests for one model run one after the other, while requests
+for different models run in parallel (and requests still read, parse their
+parameters and format their answers concurrently).
+"""
+from __future__ import annotations
+
+import base64
+import email.message
+import io
+import json
+import quopri
+import re
+import signal
+import sys
+import threading
+import time
+import traceback
+import unicodedata
+import urllib.parse
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator
+
+from arboreal.errors import ArborealError
+
+#: the port ``arboreal serve`` listens on by default (UDPipe's servers have no default)
+DEFAULT_PORT = 8001
+#: the largest request body accepted by default (UDPipe 2's limit is 4 MiB)
+DEFAULT_MAX_REQUEST_BYTES = 10 << 20
+#: how long a stopping server waits for requests in progress to be answered
+SHUTDOWN_GRACE_SECONDS = 30.0
+
+INPUT_FORMATS = ("conllu", "horizontal", "vertical", "tokenizer")
+OUTPUT_FORMATS = ("conllu", "horizontal", "vertical", "plaintext")
+
+USAGE = """\
+arboreal REST server (UDPipe's REST API)
+
+GET|POST /models   the models served and their components (JSON)
+GET|POST /process  process data; parameters (query string, urlencoded or multipart form):
+  data=TEXT        the input (UTF-8), required
+  model=NAME       a model of /models, or a hyphen-separated prefix of its name
+  tokenizer=       the input is raw text: tokenize it and split it into sentences
+  input=FORMAT     without tokenizer: conllu (default), horizontal or vertical
+  tagger=          predict UPOS, XPOS, FEATS and LEMMA
+  parser=          predict HEAD and DEPREL
+  output=FORMAT    conllu (default), horizontal, vertical or plaintext
+answer: {"model": NAME, "acknowledgements": [...], "result": TEXT}
+
+example: curl -F data=@input.txt -F tokenizer= -F tagger= -F parser= http://HOST:PORT/process
+"""
+
+
+class HTTPError(Exception):
+    """An answer other than 200: status line and a plain-text message."""
+
+    def __init__(self, status: str, message: str, headers: list[tuple[str, str]] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.message = message if message.endswith("\n") else message + "\n"
+        self.headers = headers or []
+
+
+def _bad(message: str) -> HTTPError:
+    return HTTPError("400 Bad Request", message)
+
+
+# ----------------------------------------------------------------------------
+# models
+
+
+@dataclass
+class ServedModel:
+    """A loaded model as the server holds it: its name, the lock that serializes
+    requests for it, and the components it has."""
+
+    name: str
+    model: object
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def components(self) -> list[str]:
+        """The UDPipe components this model has, in UDPipe's order."""
+        out = []
+        if getattr(self.model, "tokenizer", None) is not None:
+            out.append("tokenizer")
+        if getattr(self.model, "tagger", None) is not None:
+            out.append("tagger")
+        out.append("parser")
+        return out
+
+
+def model_aliases(name: str) -> list[str]:
+    """``name`` and every hyphen-separated prefix of it (``en-ewt-small``: itself,
+    ``en-ewt``, ``en``), longest first: the names UDPipe's servers answer to."""
+    parts = name.split("-")
+    return ["-".join(parts[:k]) for k in range(len(parts), 0, -1) if "-".join(parts[:k])]
+
+
+def _model_table(models: dict[str, ServedModel]) -> dict[str, ServedModel]:
+    """Every name a model answers to -> the model: full names first, then prefixes in
+    the order the models are listed (a prefix shared by two models selects the first)."""
+    table: dict[str, ServedModel] = dict(models)
+    for name, served in models.items():
+        for alias in model_aliases(name):
+            table.setdefault(alias, served)
+    return table
+
+
+# ----------------------------------------------------------------------------
+# request parameters
+
+
+def _utf8(raw: bytes, what: str) -> str:
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _bad(f"The {what} is not valid UTF-8.") from None
+
+
+def _parse_query(text: str, what: str) -> dict[str, str]:
+    try:
+        return dict(urllib.parse.parse_qsl(text, keep_blank_values=True, encoding="utf-8",
+                                           errors="strict"))
+    except UnicodeDecodeError:
+        raise _bad(f"The {what} is not valid UTF-8.") from None
+    except ValueError as exc:
+        raise _bad(f"Cannot parse the {what}: {exc}") from None
+
+
+def _header_params(name: str, value: str) -> email.message.Message:
+    m = email.message.Message()
+    m[name] = value
+    return m
+
+
+def parse_multipart(body: bytes, boundary: str) -> dict[str, bytes]:
+    """The fields of a ``multipart/form-data`` body (RFC 7578): name -> raw bytes
+    (a file field's content, as any other). Parts in base64 or quoted-printable
+    transfer encoding are decoded. HTTPError 400 for a malformed body."""
+    if not boundary or len(boundary) > 200:
+        raise _bad("Cannot parse the multipart/form-data payload: bad boundary.")
+    delimiter = b"\r\n--" + boundary.encode("latin-1")
+    chunks = (b"\r\n" + body).split(delimiter)
+    fields: dict[str, bytes] = {}
+    closed = False
+    for chunk in chunks[1:]:                       # chunks[0]: the preamble
+        if chunk.startswith(b"--"):                # the close delimiter
+            closed = True
+            break
+        eol = chunk.find(b"\r\n")
+        end = chunk.find(b"\r\n\r\n", max(eol, 0))
+        if eol < 0 or end < 0 or chunk[:eol].strip(b" \t"):
+            raise _bad("Cannot parse the multipart/form-data payload.")
+        headers: dict[str, str] = {}
+        for line in chunk[eol + 2: end].split(b"\r\n"):
+            key, sep, value = line.decode("latin-1").partition(":")
+            if not sep:
+                raise _bad("Cannot parse the multipart/form-data payload: bad part header.")
+            headers[key.strip().lower()] = value.strip()
+        content = chunk[end + 4:]
+        disposition = headers.get("content-disposition", "")
+        name = _header_params("Content-Disposition", disposition).get_param(
+            "name", header="content-disposition")
+        if not isinstance(name, str):
+            raise _bad("Cannot parse the multipart/form-data payload: a part has no name.")
+        encoding = headers.get("content-transfer-encoding", "binary").lower()
+        if encoding == "base64":
+            try:
+                content = base64.b64decode(content)
+            except ValueError:
+                raise _bad("Cannot parse the multipart/form-data payload: bad base64.") from None
+        elif encoding == "quoted-printable":
+            content = quopri.decodestring(content)
+        elif encoding not in ("7bit", "8bit", "binary"):
+            raise _bad(f"Unsupported Content-Transfer-Encoding '{encoding}' of a "
+                       "multipart/form-data part.")
+        fields[name] = content
+    if not closed:
+        raise _bad("Cannot parse the multipart/form-data payload: no closing boundary.")
+    return fields
+
+
+def read_body(environ: dict, max_bytes: int) -> bytes:
+    """The request body (HTTPError 413 when it is over ``max_bytes``)."""
+    too_large = HTTPError("413 Request Entity Too Large",
+                          f"Request was too large (the limit is {max_bytes} bytes).")
+    raw_length = environ.get("CONTENT_LENGTH") or ""
+    try:
+        length = int(raw_length) if raw_length.strip() else None
+    except ValueError:
+        raise _bad("Bad Content-Length.") from None
+    stream = environ.get("wsgi.input")
+    if stream is None:
+        return b""
+    if length is None:
+        if not environ.get("wsgi.input_terminated"):
+            return b""
+        body = stream.read(max_bytes + 1)
+    else:
+        if length < 0:
+            raise _bad("Bad Content-Length.")
+        if length > max_bytes:
+            raise too_large
+        body = stream.read(length)
+    if len(body) > max_bytes:
+        raise too_large
+    return body
+
+
+def request_params(environ: dict, max_bytes: int) -> dict[str, str]:
+    """The request's parameters: the query string's, overridden by the body's
+    (urlencoded or multipart form). HTTPError 400 for anything malformed or not UTF-8."""
+    query = environ.get("QUERY_STRING", "")
+    # WSGI hands the query string over as latin-1: get its bytes back
+    params = _parse_query(_utf8(query.encode("latin-1", "replace"), "query string"),
+                          "query string")
+    if environ.get("REQUEST_METHOD", "GET") != "POST":
+        return params
+    body = read_body(environ, max_bytes)
+    ctype = environ.get("CONTENT_TYPE", "")
+    kind = ctype.split(";", 1)[0].strip().lower()
+    if kind == "application/x-www-form-urlencoded":
+        params.update(_parse_query(_utf8(body, "request body"), "request body"))
+    elif kind == "multipart/form-data":
+        boundary = _header_params("Content-Type", ctype).get_param("boundary")
+        if not isinstance(boundary, str):
+            raise _bad("Cannot parse the multipart/form-data payload: no boundary.")
+        for name, value in parse_multipart(body, boundary).items():
+            params[_utf8(name.encode("latin-1", "replace"), "parameter name")] = \
+                _utf8(value, f"parameter '{name}'")
+    elif body:
+        raise _bad(f"Unsupported payload Content-Type '{ctype or '<none>'}': use "
+                   "application/x-www-form-urlencoded or multipart/form-data.")
+    return params
+
+
+# ----------------------------------------------------------------------------
+# input and output formats
+
+
+def _format_and_options(value: str) -> tuple[str, set[str]]:
+    """UDPipe's ``format=option;option`` syntax."""
+    name, _, options = value.partition("=")
+    return name.strip(), {o.strip() for o in options.split(";") if o.strip()}
+
+
+_BLANK_BUT_NBSP = re.compile("[^\\S\u00a0]+")
+
+
+def _check_line(text: str, number: int) -> None:
+    from arboreal.io.text import _check_controls
+
+    _check_controls(text, "data", number)
+
+
+def read_horizontal(text: str) -> list:
+    """Sentences of horizontal text: one per non-blank line, tokens separated by
+    whitespace; U+00A0 inside a token is a space (UDPipe's convention)."""
+    from arboreal.io.sentence import Sentence
+
+    out = []
+    for number, line in enumerate(text.split("\n"), 1):
+        _check_line(line, number)
+        tokens = [t.replace("\u00a0", " ") for t in _BLANK_BUT_NBSP.split(line)
+                  if t.strip("\u00a0")]
+        if not tokens:
+            continue
+        s = Sentence.from_columns(tokens, comments=[f"# sent_id = {len(out) + 1}",
+                                                    "# text = " + " ".join(tokens)])
+        s.line = number
+        out.append(s)
+    return out
+
+
+def read_vertical(text: str) -> list:
+    """Sentences of vertical text: a token per line (its first tab-separated field),
+    blank lines between sentences."""
+    from arboreal.io.sentence import Sentence
+
+    out = []
+    tokens: list[str] = []
+    first = 0
+
+    def close() -> None:
+        if tokens:
+            s = Sentence.from_columns(tokens, comments=[f"# sent_id = {len(out) + 1}",
+                                                        "# text = " + " ".join(tokens)])
+            s.line = first
+            out.append(s)
+
+    for number, line in enumerate(text.split("\n"), 1):
+        _check_line(line, number)
+        token = line.split("\t", 1)[0].strip()
+        if not line.strip():
+            close()
+            tokens = []
+            continue
+        if token:
+            if not tokens:
+                first = number
+            tokens.append(token)
+    close()
+    return out
+
+
+def read_conllu_text(text: str) -> list:
+    """Sentences of CoNLL-U text (HEAD may be ``_``; trees are not checked)."""
+    from arboreal.io.conllu import iter_conllu
+
+    stream = io.BytesIO(text.encode("utf-8"))
+    stream.name = "data"
+    return list(iter_conllu(stream, allow_missing_heads=True, check_trees=False))
+
+
+def tokenize_text(tokenizer, text: str) -> list:
+    """Sentences of raw text (paragraphs at blank lines) cut by ``tokenizer``."""
+    from arboreal.io.text import iter_paragraphs
+
+    stream = io.BytesIO(text.encode("utf-8"))
+    stream.name = "data"
+    return list(tokenizer.tokenize(iter_paragraphs(stream)))
+
+
+def _starts_paragraph(s) -> bool:
+    return any(c.startswith(("# newpar", "# newdoc")) for c in s.comments)
+
+
+def _with_paragraphs(sentences: list, lines: Callable[[object], str], paragraphs: bool) -> str:
+    out: list[str] = []
+    for i, s in enumerate(sentences):
+        if paragraphs and i and _starts_paragraph(s):
+            out.append("\n")
+        out.append(lines(s))
+    if paragraphs and sentences:
+        out.append("\n")
+    return "".join(out)
+
+
+def _space_after(misc: str) -> bool:
+    return "SpaceAfter=No" not in misc.split("|")
+
+
+def _tokens(s) -> Iterator[tuple[str, bool]]:
+    """(surface token, whether a space follows it) of a sentence: multiword tokens as
+    their range lines give them, empty nodes left out."""
+    ranges: dict[int, tuple[int, str, str]] = {}
+    for _, line in s.extra:
+        cols = line.split("\t")
+        first, dash, last = cols[0].partition("-")
+        if dash and first.isdigit() and last.isdigit() and len(cols) >= 10:
+            ranges[int(first)] = (int(last), cols[1], cols[9])
+    n = len(s)
+    i = 1
+    while i <= n:
+        if i in ranges and ranges[i][0] >= i:
+            last, form, misc = ranges[i]
+            yield form, _space_after(misc)
+            i = last + 1
+        else:
+            yield str(s.forms[i]), _space_after(str(s.misc[i]))
+            i += 1
+
+
+def format_output(sentences: list, output: str) -> str:
+    """The text of ``sentences`` in an output format (``format=options`` syntax)."""
+    name, options = _format_and_options(output)
+    paragraphs = "paragraphs" in options
+    if name == "conllu":
+        from arboreal.io.conllu import format_conllu
+
+        return format_conllu(sentences)
+    if name == "horizontal":
+        return _with_paragraphs(
+            sentences, lambda s: " ".join(str(f).replace(" ", "\u00a0")
+                                          for f in s.forms[1:].tolist()) + "\n", paragraphs)
+    if name == "vertical":
+        return _with_paragraphs(
+            sentences, lambda s: "".join(f"{f}\n" for f in s.forms[1:].tolist()) + "\n",
+            paragraphs)
+    if name == "plaintext":
+        out: list[str] = []
+        for i, s in enumerate(sentences):
+            if i and _starts_paragraph(s):
+                out.append("\n")
+            out.append("".join(form + (" " if space else "") for form, space in _tokens(s))
+                       .rstrip(" ") + "\n")
+        return "".join(out)
+    raise _bad(f"Unknown output format '{output}'.")
+
+
+# ----------------------------------------------------------------------------
+# the application
+
+
+def process(served: ServedModel, params: dict[str, str]) -> str:
+    """The ``result`` of a ``/process`` request for ``served`` (HTTPError 400 for a
+    request the model cannot serve or malformed input)."""
+    from arboreal.models.pipeline import complete_tags
+
+    model = served.model
+    if "data" not in params:
+        raise _bad("Required argument 'data' is missing.")
+    data = unicodedata.normalize("NFC", params["data"])
+    input_name, _ = _format_and_options(params.get("input", "conllu") or "conllu")
+    tokenize = "tokenizer" in params or input_name == "tokenizer"
+    if not tokenize and input_name not in INPUT_FORMATS:
+        raise _bad(f"Unknown input format '{params['input']}'.")
+    tag = "tagger" in params and params["tagger"] != "none"
+    parse = "parser" in params and params["parser"] != "none"
+    output = params.get("output", "conllu") or "conllu"
+    if _format_and_options(output)[0] not in OUTPUT_FORMATS:
+        raise _bad(f"Unknown output format '{output}'.")
+    if tokenize and getattr(model, "tokenizer", None) is None:
+        raise _bad("The required model does not contain a tokenizer!")
+    if tag and getattr(model, "tagger", None) is None:
+        raise _bad("The required model does not contain a tagger!")
+    if not data.strip():
+        return format_output([], output)
+    try:
+        with served.lock:
+            if tokenize:
+                sentences = tokenize_text(model.tokenizer, data)
+            elif input_name == "horizontal":
+                sentences = read_horizontal(data)
+            elif input_name == "vertical":
+                sentences = read_vertical(data)
+            else:
+                sentences = read_conllu_text(data)
+            if tag:
+                sentences = complete_tags(model, sentences, retag=True)
+            if parse and sentences:
+                sentences = model.parse(sentences, retag=False)
+    except ArborealError as exc:
+        raise _bad(f"Cannot process the input data: {exc}") from None
+    return format_output(sentences, output)
+
+
+def _plain(start_response, status: str, message: str,
+           headers: list[tuple[str, str]] | None = None) -> list[bytes]:
+    body = message.encode("utf-8")
+    start_response(status, [("Content-Type", "text/plain; charset=utf-8"),
+                            ("Content-Length", str(len(body))),
+                            ("Access-Control-Allow-Origin", "*")] + (headers or []))
+    return [body]
+
+
+def _json(start_response, value: object) -> list[bytes]:
+    body = json.dumps(value, ensure_ascii=False, indent=1).encode("utf-8") + b"\n"
+    start_response("200 OK", [("Content-Type", "application/json; charset=utf-8"),
+                              ("Content-Length", str(len(body))),
+                              ("Access-Control-Allow-Origin", "*")])
+    return [body]
+
+
+def make_app(models: dict[str, object], default_model: str | None = None,
+             max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+             acknowledgements: Iterable[str] = ()) -> Callable:
+    """The WSGI application serving ``models`` (name -> loaded model, in the order
+    ``/models`` lists them) with UDPipe's REST API (see the module docstring).
+
+    ``default_model``: the name used when a request names none (default: the first).
+    ``max_request_bytes``: larger request bodies are answered 413.
+    ``acknowledgements``: the list every ``/process`` answer carries.
+    """
+    if not models:
+        raise ValueError("no models to serve")
+    served = {name: m if isinstance(m, ServedModel) else ServedModel(name, m)
+              for name, m in models.items()}
+    table = _model_table(served)
+    default = default_model if default_model is not None else next(iter(served))
+    if default not in table:
+        raise ArborealError(f"--default-model {default!r} is none of the models served "
+                            f"({', '.join(served)})")
+    default_served = table[default]
+    acks = list(acknowledgements)
+    listing = {"models": {name: s.components for name, s in served.items()},
+               "default_model": default_served.name}
+
+    def handle(environ: dict, start_response) -> list[bytes]:
+        method = environ.get("REQUEST_METHOD", "GET")
+        path = environ.get("PATH_INFO", "") or "/"
+        if method not in ("GET", "HEAD", "POST"):
+            raise HTTPError("405 Method Not Allowed", "Requested method is not allowed.",
+                            [("Allow", "GET, HEAD, POST")])
+        if path == "/":
+            return _plain(start_response, "200 OK", USAGE)
+        if path == "/models":
+            return _json(start_response, listing)
+        if path != "/process":
+            raise HTTPError("404 Not Found", f"No handler for the URL '{path}': use "
+                            "/models or /process.")
+        params = request_params(environ, max_request_bytes)
+        name = params.get("model", "")
+        chosen = table.get(name) if name else default_served
+        if chosen is None:
+            raise _bad(f"Requested model '{name}' does not exist.")
+        result = process(chosen, params)
+        return _json(start_response, {"model": chosen.name, "acknowledgements": acks,
+                                      "result": result})
+
+    def app(environ: dict, start_response) -> list[bytes]:
+        try:
+            return handle(environ, start_response)
+        except HTTPError as exc:
+            return _plain(start_response, exc.status, exc.message, exc.headers)
+        except MemoryError:
+            return _plain(start_response, "500 Internal Server Error",
+                          "Out of memory while processing the request.\n")
+        except Exception:
+            print("arboreal: internal error while serving "
+                  f"{environ.get('REQUEST_METHOD')} {environ.get('PATH_INFO')}:",
+                  file=sys.stderr)
+            traceback.print_exc(file=sys.stderr)
+            return _plain(start_response, "500 Internal Server Error",
+                          "An internal error occurred during processing.\n")
+
+    app.models = served            # type: ignore[attr-defined]
+    return app
+
+
+# ----------------------------------------------------------------------------
+# the server
+
+
+def _in_flight_counter(app: Callable) -> tuple[Callable, Callable[[], int]]:
+    """``app`` wrapped to count the requests it is answering, and the count."""
+    lock = threading.Lock()
+    count = [0]
+
+    def counted(environ, start_response):
+        with lock:
+            count[0] += 1
+        try:
+            return app(environ, start_response)
+        finally:
+            with lock:
+                count[0] -= 1
+
+    return counted, lambda: count[0]
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
+
+
+def serve(app: Callable, host: str = "127.0.0.1", port: int = DEFAULT_PORT, threads: int = 4,
+          max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+          on_ready: Callable[[list[str]], None] | None = None,
+          log: Callable[[str], None] | None = None,
+          grace: float = SHUTDOWN_GRACE_SECONDS) -> int:
+    """Serve the WSGI ``app`` with waitress until SIGINT or SIGTERM (main thread only).
+
+    ``on_ready(urls)`` is called once the server listens (``port=0``: a free port is
+    chosen). On the first signal the server stops accepting connections, lets the
+    requests in progress be answered (at most ``grace`` seconds; a second signal cuts
+    this short), closes every connection and returns 0. ArborealError when the
+    address cannot be listened on; ImportError without waitress.
+    """
+    from waitress import wasyncore
+    from waitress.channel import HTTPChannel
+    from waitress.server import BaseWSGIServer, create_server
+
+    counted, in_flight = _in_flight_counter(app)
+    socket_map: dict = {}
+    try:
+        # waitress refuses bodies of max_request_body_size bytes or more (413)
+        server = create_server(counted, map=socket_map, host=host, port=port, threads=threads,
+                               max_request_body_size=max_request_bytes + 1,
+                               ident="arboreal",
+                               expose_tracebacks=False)
+    except OSError as exc:
+        raise ArborealError(f"cannot listen on {host}:{port}: "
+                            f"{exc.strerror or exc}") from None
+    listeners = [d for d in socket_map.values() if isinstance(d, BaseWSGIServer)]
+    urls = [_url(str(d.effective_host), int(d.effective_port)) for d in listeners]
+
+    signals = [0]
+
+    def on_signal(signum, frame) -> None:
+        signals[0] += 1
+
+    previous = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        if on_ready is not None:
+            on_ready(urls)
+        while not signals[0]:
+            wasyncore.loop(timeout=0.2, map=socket_map, use_poll=True, count=1)
+        # stop accepting, then let the requests in progress be answered
+        for d in listeners:
+            wasyncore.dispatcher.close(d)
+        deadline = time.monotonic() + grace
+
+        def busy() -> bool:
+            return bool(in_flight()) or any(
+                isinstance(ch, HTTPChannel)
+                and bool(ch.requests or ch.request is not None or ch.total_outbufs_len)
+                for ch in list(socket_map.values()))
+
+        while signals[0] < 2 and time.monotonic() < deadline and busy():
+            wasyncore.loop(timeout=0.05, map=socket_map, use_poll=True, count=1)
+        abandoned = in_flight()
+        server.task_dispatcher.shutdown(cancel_pending=True, timeout=1 if abandoned else 5)
+        wasyncore.close_all(socket_map)
+        if log is not None:
+            log("arboreal: stopped" + (f" ({abandoned} request(s) abandoned)" if abandoned
+                                       else ""))
+    except BaseException:
+        server.task_dispatcher.shutdown(cancel_pending=True, timeout=1)
+        wasyncore.close_all(socket_map)
+        raise
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    return 0

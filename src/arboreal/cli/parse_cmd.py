@@ -4,19 +4,8 @@ from __future__ import annotations
 import sys
 import warnings
 
+from arboreal.cli._args import int_in
 from arboreal.errors import ArborealError
-
-
-def _jobs(value: str) -> int:
-    import argparse
-
-    try:
-        v = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
-    if not 1 <= v <= 256:
-        raise argparse.ArgumentTypeError(f"must lie in 1..256: {value!r}")
-    return v
 
 
 def add_input_arguments(p) -> None:
@@ -41,7 +30,7 @@ def add_input_arguments(p) -> None:
                         "manual=True))")
     p.add_argument("--retag", action="store_true",
                    help="predict UPOS, XPOS, FEATS and LEMMA even where the input has them")
-    p.add_argument("--jobs", type=_jobs, default=1, metavar="N",
+    p.add_argument("--jobs", type=int_in(1, 256), default=1, metavar="N",
                    help="worker processes (default 1); blocks of sentences are processed "
                         "in parallel and written in input order, the same output as one "
                         "process; each worker shares the loaded model")
@@ -68,7 +57,7 @@ def add_parser(subparsers) -> None:
                         "all trees) and its label's probability in MISC as HeadProb= and "
                         "LabelProb= (first-order models; calibrated on dev when the model "
                         "was trained with --dev, see 'Probabilities' in the README)")
-    p.add_argument("--kbest", type=_jobs, default=1, metavar="K",
+    p.add_argument("--kbest", type=int_in(1, 256), default=1, metavar="K",
                    help="write the K best trees of each sentence, best first, each with "
                         "'# kbest_rank' and '# tree_score' comments (exact; first-order "
                         "models)")

@@ -8,6 +8,7 @@ import re
 import sys
 from pathlib import Path
 
+from arboreal.cli._args import int_in
 from arboreal.errors import ArborealError
 
 _SIZE = re.compile(r"(\d+)\s*([kmg]?)(i?b)?", re.IGNORECASE)
@@ -24,24 +25,8 @@ def _size(value: str) -> int:
     return v
 
 
-def _port(value: str) -> int:
-    try:
-        v = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a port number: {value!r}") from None
-    if not 0 <= v <= 65535:
-        raise argparse.ArgumentTypeError(f"not a port number (0 to 65535): {value!r}")
-    return v
-
-
-def _threads(value: str) -> int:
-    try:
-        v = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {value!r}")
-    return v
+_port = int_in(0, 65535, "a port number")
+_threads = int_in(1)
 
 
 def add_parser(subparsers) -> None:

@@ -5,27 +5,12 @@ import argparse
 import sys
 import warnings
 
+from arboreal.cli._args import int_in
 from arboreal.errors import ArborealError
 
 
-def _positive(value: str) -> int:
-    try:
-        v = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1: {value!r}")
-    return v
-
-
-def _nonneg(value: str) -> int:
-    try:
-        v = int(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an integer: {value!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0: {value!r}")
-    return v
+_positive = int_in(1)
+_nonneg = int_in(0)
 
 
 def _option(value: str) -> tuple[str, object]:

@@ -21,7 +21,7 @@ from arboreal.errors import ArborealError, FormatError
 
 #: bytes per block: small enough to keep two workers busy on a small file, large
 #: enough that a block's fixed costs vanish
-BLOCK_BYTES = 1 << 17
+BLOCK_BYTES = 1 << 16
 
 
 @dataclass(frozen=True)

@@ -37,8 +37,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--dev", metavar="DEV.conllu", help="development treebank (best epoch kept)")
     p.add_argument("-o", "--output", metavar="MODEL", required=True, help="model file to write")
     p.add_argument("--learner", default=None,
-                   help="perceptron (default for first order), mira (default with --order 2/3: "
-                        "about 1 UAS better there on EWT), kbest-mira, factored-mira, or another "
+                   help="perceptron (default for first order), mira (default with --order 2/3, "
+                        "where it beats the perceptron on EWT dev), kbest-mira, factored-mira, or "
+                        "another "
                         "registered learner")
     p.add_argument("--decoder", choices=("eisner", "cle", "auto"), default="eisner",
                    help="eisner: projective (default); cle: non-projective Chu-Liu-Edmonds "
@@ -54,9 +55,7 @@ def add_parser(subparsers) -> None:
     p.add_argument("--feature-cutoff", type=_nonneg, default=0, metavar="K",
                    help="only features seen >= K times in gold training trees (default 0: all)")
     p.add_argument("--hash-bits", type=_positive, default=23, metavar="B",
-                   help="2**B hashed feature weights (default 23: 32 MB of float32, "
-                        "faster than 24; on EWT dev 0.2 UAS below it, about the noise "
-                        "between seeds)")
+                   help="2**B hashed feature weights (default 23: 32 MB of float32)")
     p.add_argument("--order", type=int, choices=(1, 2, 3), default=1,
                    help="factorization order: 1 (arcs), 2 or 3 (higher-order parts)")
     p.add_argument("--parts", nargs="+", default=None, metavar="PART",

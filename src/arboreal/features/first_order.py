@@ -97,16 +97,14 @@ def default_templates() -> list[str]:
         # words with context tags
         "h.word h+1.pos m.pos", "h.word h-1.pos m.pos", "h.pos m.word m-1.pos",
         # "h.word m.word m.pos h.pos" reads the same slots as McDonald's first bigram
-        # template: a second, separately learned copy (without it, dev UAS of the
-        # averaged perceptron on EWT fell from 86.81 to 86.71, runs/fo_exp)
+        # template: a second, separately learned copy (kept because dropping it lowered
+        # the averaged perceptron's EWT dev UAS; benchmarks/feature_variants.py)
         "h.pos m.word m+1.pos", "h.word m.word m.pos h.pos",
         "h-1.pos h.pos h+1.pos m.pos", "h.pos m-1.pos m.pos m+1.pos",
         "h.lemma m.pos m+1.pos", "h.pos m.lemma h+1.pos",
-        # POS two words away, and the words next to head and modifier: together (not
-        # either group alone: 86.92 each) they raised the averaged perceptron's best dev
-        # UAS on EWT from 86.88 to 87.46 (seed 1: 86.87 to 87.29), 2^24 weights, appended
-        # after the bias template; in this order, with 2^23 weights: 87.01
-        # (benchmarks/feature_variants.py; seeds and template order move dev UAS by ~0.2)
+        # POS two words away, and the words next to head and modifier: added together
+        # (each group alone helped less) after comparing variants on EWT dev with
+        # benchmarks/feature_variants.py, whose figures move with seeds and template order
         "h-2.pos h-1.pos h.pos m.pos", "h.pos m.pos m+1.pos m+2.pos",
         "h.pos h+1.pos h+2.pos m.pos", "h.pos m-2.pos m-1.pos m.pos",
         "h.pos m.pos m+1.word", "h.pos m.pos m-1.word",

@@ -46,7 +46,7 @@ def aligned_zeros(size: int, dtype=np.float32) -> np.ndarray:
 
     Large numpy arrays start 16 bytes into a page, so without this every float32 block
     of BLOCK weights would straddle two cache lines and scoring would miss twice as
-    often (about 10% of the scoring time on EWT).
+    often (a measurable share of the scoring time).
     """
     itemsize = np.dtype(dtype).itemsize
     raw = np.zeros(size + 64 // itemsize, dtype=dtype)

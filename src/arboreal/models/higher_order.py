@@ -151,11 +151,9 @@ class HigherOrderParser(PipelineMixin):
             (McDonald & Pereira 2006), in training and parsing alike.
         grand_scope: with tri-sibling parts, "all" (default: grandparent and
             grand-sibling parts of every child) or "outer" (Koo & Collins's Model 2:
-            only of each head's outermost child per side). Chosen on EWT dev
-            (6,000 training sentences, 5 epochs): MIRA order 3 84.86 ("all") vs
-            84.61 ("outer"), perceptron 84.40 vs 84.38; on the full training set
-            (MIRA, 10 epochs, seeds 0 and 1) dev does not separate them: 86.74 / 87.00
-            ("all") vs 87.06 / 87.00 (docs/benchmarks.md, higher_order_full).
+            only of each head's outermost child per side). Chosen on EWT dev UAS in
+            the reduced setting; on the full training set dev does not separate
+            them (docs/benchmarks.md, sections higher_order and higher_order_full).
         projectivize: with projective decoding, the model epochs learn from each
             gold tree's minimum-loss projective version (Koo et al. 2007, fn. 4; the
             tree a projective decoder can reach) instead of the tree as given. The
@@ -702,8 +700,9 @@ def train(train_sentences: list, dev: list | None = None, order: int = 2,
     "eisner" (exact projective) or "cle" (non-projective: projective decoding then
     hill-climbing; sibling and grandparent parts only).
     Options (``--learner-option KEY=VALUE``): C (mira only, default inf), pruner_epochs (default = epochs),
-    max_heads (10), threshold (1e-4), prune_temperature (30; chosen on EWT dev:
-    T=10 kept 96.8% of gold arcs and gave order 2 dev UAS 82.35, T=30 98.6% and 84.20),
+    max_heads (10), threshold (1e-4), prune_temperature (30, chosen on EWT dev over 10:
+    it keeps more gold arcs and gives order 2 a better dev UAS; docs/benchmarks.md,
+    section higher_order),
     grand_scope ("outer" or "all", with tri-siblings), projectivize (true/false),
     memory_budget (bytes per training sentence, default 1 GiB; see the module docstring).
     """

@@ -40,8 +40,8 @@ MAX_SENTENCE_TOKENS = 1000
 #: from most tokens ending in it)
 MIN_SUFFIX_COUNT = 5
 #: a chunk's training segmentation is a feature when the chunk was seen this often
-#: (chosen on EWT dev boundary F1 among 2, 4, 8, 16: a segmentation seen a few times
-#: is as perfect in training as it is unreliable on new text)
+#: (chosen on EWT dev boundary F1 among 2, 4, 8 and 16: a segmentation seen a few
+#: times is as perfect in training as it is unreliable on new text)
 MIN_SEGMENTATION_COUNT = 8
 #: characters tokenized per kernel call (memory: 96 bytes of attributes each)
 BATCH_CHARS = 1 << 20

@@ -277,3 +277,279 @@ def test_higher_order_model_carries_the_pipeline(tmp_path, sample):
     assert model.order == 2 and model.tagger is not None and model.tokenizer is not None
     parsed = model.parse_text("The cat sat on the mat. It slept.")
     assert parsed and all(s.has_heads and s.upos[1] != "_" for s in parsed)
+
+
+# ---------------------------------------------------------------- Viterbi decoding
+def _condition_of(ctx, i, cond_col, n_cond):
+    u = 0 if cond_col < 0 else max(int(ctx[i, cond_col]), 0)
+    return u if u < n_cond else 0
+
+
+def _sequence_score(attrs, ctx, cond_col, cand, cand_n, w, bits, order, slots):
+    """The score Viterbi maximises and training uses, from token_features directly: each
+    token's features with the sequence's own previous classes as history (without the
+    (prev1, prev2) feature at order 1), summed at the token's slot."""
+    from arboreal.features.tokens import (N_BASE_FEATURES, N_CONTEXT_FEATURES,
+                                          feature_offset, token_features)
+
+    mask = np.uint64((1 << bits) - 1)
+    feats = np.empty(N_BASE_FEATURES + N_CONTEXT_FEATURES * ctx.shape[1], dtype=np.uint64)
+    total, p1, p2 = 0.0, -1, -1
+    for i, j in enumerate(slots):
+        u = _condition_of(ctx, i, cond_col, cand.shape[0])
+        cls = int(cand[u, j]) if cand_n[u] > 0 else -1
+        if cand_n[u] > 0:
+            nf = token_features(attrs, 0, len(slots), i, ctx, p1, p2, feats)
+            total += sum(float(w[feature_offset(feats[t], u, mask) + j]) for t in range(nf)
+                         if not (order == 1 and t == 25))
+        p2, p1 = p1, cls
+    return total
+
+
+def _random_stage(rng, n, bits):
+    from arboreal.features.tokens import MAX_CANDIDATES, N_ATTRS
+
+    attrs = rng.integers(0, 4, size=(n, N_ATTRS)).astype(np.uint64)   # repeated values
+    n_ctx = int(rng.integers(0, 2))
+    n_cond = int(rng.integers(1, 4))
+    width = int(rng.integers(1, 4))
+    cand_n = rng.integers(0, width + 1, size=n_cond).astype(np.int32)
+    cand = np.full((n_cond, width), -1, dtype=np.int32)
+    for u in range(n_cond):
+        cand[u, : cand_n[u]] = rng.choice(6, cand_n[u], replace=False)
+    ctx = rng.integers(-1, n_cond + 1, size=(n, n_ctx)).astype(np.int32)
+    w = rng.normal(size=(1 << bits) + MAX_CANDIDATES).astype(np.float32)
+    return attrs, ctx, (0 if n_ctx else -1), cand, cand_n, w
+
+
+@pytest.mark.parametrize("order", [1, 2])
+def test_viterbi_is_the_exact_maximiser(order):
+    """On short random sentences with random weights, Viterbi's sequence scores the
+    maximum over every sequence of the candidate sets (brute force)."""
+    import itertools
+
+    from arboreal.features.tokens import (N_BASE_FEATURES, N_CONTEXT_FEATURES,
+                                          viterbi_buffers, viterbi_sentence, viterbi_tag)
+
+    rng = np.random.default_rng(order)
+    bits = 10
+    for _ in range(40):
+        n = int(rng.integers(1, 5))
+        attrs, ctx, cond_col, cand, cand_n, w = _random_stage(rng, n, bits)
+        out = np.empty(n, dtype=np.int32)
+        viterbi_tag(attrs, np.array([0, n], dtype=np.int64), ctx, cond_col, cand, cand_n, w,
+                    bits, order, out)
+        conds = [_condition_of(ctx, i, cond_col, cand.shape[0]) for i in range(n)]
+        sizes = [max(int(cand_n[u]), 1) for u in conds]
+        best = max(_sequence_score(attrs, ctx, cond_col, cand, cand_n, w, bits, order, seq)
+                   for seq in itertools.product(*map(range, sizes)))
+        slots = [cand[u, : cand_n[u]].tolist().index(c) if cand_n[u] else 0
+                 for u, c in zip(conds, out.tolist())]
+        assert all(c == -1 for u, c in zip(conds, out.tolist()) if cand_n[u] == 0)
+        found = _sequence_score(attrs, ctx, cond_col, cand, cand_n, w, bits, order, slots)
+        assert found == pytest.approx(best, abs=1e-9)
+        # the kernel's own score of its best sequence is that maximum too
+        buffers = viterbi_buffers(n, cand.shape[1],
+                                  N_BASE_FEATURES + N_CONTEXT_FEATURES * ctx.shape[1], order)
+        top = viterbi_sentence(attrs, 0, n, ctx, cond_col, cand, cand_n, w,
+                               np.uint64((1 << bits) - 1), order, *buffers,
+                               np.empty(n, dtype=np.int64))
+        assert top == pytest.approx(best, abs=1e-9)
+
+
+def test_static_and_history_features_partition_token_features():
+    from arboreal.features.tokens import (N_BASE_FEATURES, N_HISTORY_FEATURES, history_feature,
+                                          static_features, token_features)
+
+    rng = np.random.default_rng(0)
+    attrs, ctx, *_ = _random_stage(rng, 5, 10)
+    ctx = np.zeros((5, 1), dtype=np.int32)
+    full, static = np.empty(N_BASE_FEATURES + 5, np.uint64), np.empty(N_BASE_FEATURES + 5,
+                                                                        np.uint64)
+    for i in range(5):
+        nf = token_features(attrs, 0, 5, i, ctx, 3, 7, full)
+        ns = static_features(attrs, 0, 5, i, ctx, static)
+        history = [history_feature(h, attrs, 0, 5, i, 3, 7) for h in range(N_HISTORY_FEATURES)]
+        assert ns + N_HISTORY_FEATURES == nf
+        assert sorted(full[:nf].tolist()) == sorted(static[:ns].tolist() + history)
+
+
+@pytest.mark.parametrize("order", [1, 2])
+def test_structured_update_adds_gold_minus_predicted_features(order):
+    """The update is Phi(gold) - Phi(predicted) (and c times it in the averaging sums),
+    the tokens whose gold class is not a candidate skipped."""
+    from arboreal.features.tokens import (MAX_CANDIDATES, N_BASE_FEATURES, feature_offset,
+                                          token_features)
+    from arboreal.learn.tagging import structured_update
+
+    bits = 8
+    mask = np.uint64((1 << bits) - 1)
+    rng = np.random.default_rng(5)
+    n = 5
+    attrs = rng.integers(0, 2 ** 63, size=(n, 12)).astype(np.uint64)
+    ctx = np.zeros((n, 0), dtype=np.int32)
+    cand = np.array([[4, 2, 9]], dtype=np.int32)
+    cand_n = np.array([3], dtype=np.int32)
+    feats = np.empty(N_BASE_FEATURES, dtype=np.uint64)
+
+    def phi(classes, skip=()):
+        out = np.zeros((1 << bits) + MAX_CANDIDATES)
+        p1 = p2 = -1
+        for i, c in enumerate(classes):
+            if i not in skip:
+                nf = token_features(attrs, 0, n, i, ctx, p1, p2, feats)
+                for t in range(nf):
+                    if not (order == 1 and t == 25):
+                        out[feature_offset(feats[t], 0, mask) + [4, 2, 9].index(c)] += 1
+            p2, p1 = p1, c
+        return out
+
+    cases = [([4, 2, 9, 9, 4], [4, 2, 9, 9, 4], ()),     # right: nothing moves
+             ([4, 2, 9, 9, 4], [4, 9, 9, 9, 4], ()),     # one class wrong: it and the
+             ([2, 2, 4, 9, 9], [4, 9, 2, 9, 4], ()),     # histories after it differ
+             ([4, 7, 9, 2, 4], [4, 2, 2, 2, 4], (1,))]   # gold 7 is no candidate
+    for gold, pred, skip in cases:
+        gold = np.array(gold, dtype=np.int32)
+        gold_slot = np.array([[4, 2, 9].index(g) if g in (4, 2, 9) else -1 for g in gold],
+                             dtype=np.int32)
+        slots = np.array([[4, 2, 9].index(p) for p in pred], dtype=np.int64)
+        w = np.zeros((1 << bits) + MAX_CANDIDATES, dtype=np.float32)
+        u = np.zeros_like(w, dtype=np.float64)
+        errors = structured_update(attrs, 0, n, ctx, -1, cand, cand_n, gold, gold_slot, slots,
+                                   w, u, 3.0, mask, order, feats)
+        expected = phi(gold.tolist(), skip) - phi(pred, skip)
+        assert errors == int((gold != np.array(pred)).sum())
+        assert np.array_equal(w, expected.astype(np.float32))
+        assert np.array_equal(u, 3.0 * expected)
+
+
+def test_structured_training_learns_what_greedy_cannot():
+    """Every word's class is set by the sentence's last word, beyond the features' window
+    for the first words: greedy guesses them, Viterbi carries the last word's evidence
+    back through the class transitions."""
+    from arboreal.features.tokens import N_ATTRS, greedy_tag, viterbi_tag
+    from arboreal.learn.tagging import train_stage
+
+    rng = np.random.default_rng(0)
+    rows = rng.integers(0, 2 ** 63, size=(3, N_ATTRS)).astype(np.uint64)   # a, X, Y
+
+    def corpus(k):
+        last = rng.integers(1, 3, size=k)
+        words = np.concatenate([[0] * 5 + [x] for x in last])
+        return (rows[words], np.arange(0, 6 * k + 1, 6, dtype=np.int64),
+                np.repeat(last - 1, 6).astype(np.int32))
+
+    attrs, starts, gold = corpus(200)
+    test_attrs, test_starts, test_gold = corpus(100)
+    ctx = np.zeros((len(gold), 0), dtype=np.int32)
+    cand, cand_n = np.array([[0, 1]], dtype=np.int32), np.array([2], dtype=np.int32)
+    acc = {}
+    for order, tag in ((0, greedy_tag), (1, viterbi_tag)):
+        w = train_stage(attrs, starts, ctx, -1, cand, cand_n, gold, 12, 5, order=order)
+        out = np.empty(len(test_gold), dtype=np.int32)
+        args = (order,) if order else ()
+        tag(test_attrs, test_starts, np.zeros((len(test_gold), 0), dtype=np.int32), -1, cand,
+            cand_n, w, 12, *args, out)
+        acc[order] = float((out == test_gold).mean())
+    assert acc[1] == 1.0 and acc[0] < 0.9
+
+
+def test_train_stage_rejects_an_unknown_order():
+    from arboreal.learn.tagging import train_stage
+
+    with pytest.raises(ValueError, match="order"):
+        train_stage(np.zeros((1, 12), np.uint64), np.array([0, 1]), np.zeros((1, 0), np.int32),
+                    -1, np.array([[0]], np.int32), np.array([1], np.int32),
+                    np.array([0], np.int32), 8, 1, order=3)
+
+
+# ---------------------------------------------------------------- the decoding choice
+def _save_and_load(tagger, path):
+    from arboreal.models.serialization import MetaFields, load_model_file, save_model_file
+
+    meta, arrays = {}, {}
+    tagger.put(meta, arrays)
+    save_model_file(path, meta, arrays)
+    meta, arrays = load_model_file(path)
+    return meta, Tagger.from_file_contents(MetaFields(str(path), meta), arrays)
+
+
+@pytest.mark.parametrize("decoding", ["greedy", "viterbi", "viterbi2"])
+def test_model_file_keeps_each_decoding(sample, tmp_path, decoding):
+    train, test = sample
+    t = Tagger.train(train[:150], epochs=2, bits=16, decoding=decoding)
+    assert {stage.decoding for stage in t.stages.values()} == {decoding}
+    meta, again = _save_and_load(t, tmp_path / "t.model")
+    assert [s["decoding"] for s in meta["tagger"]["stages"]] == [decoding] * 4
+    assert {stage.decoding for stage in again.stages.values()} == {decoding}
+    a, b = t.tag(blank(test[:30])), again.tag(blank(test[:30]))
+    for x, y in zip(a, b):
+        for c in TAGS:
+            assert (getattr(x, c) == getattr(y, c)).all()
+
+
+def test_model_file_decoding_is_validated(sample, tmp_path):
+    from arboreal.errors import ModelError
+    from arboreal.models.serialization import MetaFields, load_model_file, save_model_file
+
+    t = Tagger.train(sample[0][:60], epochs=1, bits=12, decoding="viterbi")
+    meta, arrays = {}, {}
+    t.put(meta, arrays)
+    meta["tagger"]["stages"][0]["decoding"] = "beam"
+    save_model_file(tmp_path / "bad.model", meta, arrays)
+    meta2, arrays2 = load_model_file(tmp_path / "bad.model")
+    with pytest.raises(ModelError, match=r"stages\[0\]\.decoding"):
+        Tagger.from_file_contents(MetaFields("bad.model", meta2), arrays2)
+    # files written before the field existed were greedy
+    for spec in meta["tagger"]["stages"]:
+        del spec["decoding"]
+    save_model_file(tmp_path / "old.model", meta, arrays)
+    meta3, arrays3 = load_model_file(tmp_path / "old.model")
+    old = Tagger.from_file_contents(MetaFields("old.model", meta3), arrays3)
+    assert {stage.decoding for stage in old.stages.values()} == {"greedy"}
+
+
+@pytest.mark.parametrize("min_z,expected", [(float("-inf"), "viterbi"), (float("inf"), "greedy")])
+def test_choice_on_dev_is_recorded(sample, tmp_path, monkeypatch, min_z, expected):
+    """With dev, each stage is trained with each of its AUTO_DECODINGS and the choice
+    (here forced by the threshold) is the stage's decoding, in the model file too."""
+    import arboreal.models.tagger as tagger_module
+
+    monkeypatch.setattr(tagger_module, "DECODING_MIN_Z", min_z)
+    train, dev = sample[0][:150], sample[0][150:230]
+    t = Tagger.train(train, dev, epochs=2, bits=16)
+    for name, stage in t.stages.items():
+        tried = t.meta["stages"][name]["decodings_tried"]
+        assert list(tried) == list(tagger_module.AUTO_DECODINGS[name])
+        assert tried[stage.decoding]["dev_accuracy"] == stage.dev_accuracy
+        assert stage.decoding == (expected if "viterbi" in tried else "greedy")
+    assert t.stages["lemma"].decoding == "greedy"        # Viterbi is not tried for lemmas
+    meta, again = _save_and_load(t, tmp_path / "t.model")
+    assert ({s["name"]: s["decoding"] for s in meta["tagger"]["stages"]}
+            == {n: stage.decoding for n, stage in t.stages.items()})
+    assert meta["tagger"]["training"]["stages"]["upos"]["decoding"] == t.stages["upos"].decoding
+    assert again.stages["upos"].decoding == t.stages["upos"].decoding
+
+
+def test_choice_without_dev_and_forced(sample):
+    import arboreal.models.tagger as tagger_module
+
+    t = Tagger.train(sample[0][:60], epochs=1, bits=12)
+    assert {n: stage.decoding for n, stage in t.stages.items()} == tagger_module.DEFAULT_DECODING
+    t = Tagger.train(sample[0][:60], epochs=1, bits=12, decoding={"upos": "viterbi"})
+    assert t.stages["upos"].decoding == "viterbi" and t.stages["xpos"].decoding == "greedy"
+    with pytest.raises(ValueError, match="beam"):
+        Tagger.train(sample[0][:60], epochs=1, decoding={"upos": "beam"})
+
+
+def test_gain_statistic():
+    from arboreal.models.tagger import _gain_z
+
+    gold = np.zeros(100, dtype=np.int32)
+    ref = np.zeros(100, dtype=np.int32)
+    ref[:10] = 1                                  # ref wrong on 10
+    pred = np.zeros(100, dtype=np.int32)
+    pred[8:10] = 1                                # pred wrong on 2 of those
+    assert _gain_z(pred, ref, gold) == pytest.approx(8 / np.sqrt(8))
+    assert _gain_z(ref, pred, gold) == pytest.approx(-8 / np.sqrt(8))
+    assert _gain_z(ref, ref, gold) == 0.0

@@ -1,13 +1,28 @@
-"""Averaged perceptron for greedy sequence tagging (one stage of the tagger).
+"""Averaged perceptron for sequence tagging (one stage of the tagger), greedy or
+structured.
 
-Each epoch visits the sentences in an order shuffled by ``np.random.default_rng(seed)``
-and tags them left to right with the current weights, the stage's own history being its
-*predictions* (as when tagging new text) and the context columns the gold values (the
-stages are trained one after another on gold context). A wrong token moves the weights of
-its features towards the gold candidate and away from the predicted one; a token whose
-gold class is not among its condition's candidates counts as an error and is skipped.
-Averaging is lazy (see :mod:`arboreal.learn.perceptron`): ``w - u / c`` with one step per
-token. The whole epoch is one numba call: O(N * F * candidates).
+Each epoch visits the sentences in an order shuffled by ``np.random.default_rng(seed)``.
+
+*Greedy* (``order=0``, the tokenizer's and the default): each sentence is tagged left to
+right with the current weights, the stage's own history being its *predictions* (as when
+tagging new text) and the context columns the gold values (the stages are trained one
+after another on gold context). A wrong token moves the weights of its features towards
+the gold candidate and away from the predicted one; a token whose gold class is not
+among its condition's candidates counts as an error and is skipped. One averaging step
+per token.
+
+*Structured* (``order`` 1 or 2, Collins 2002): each sentence is decoded whole by exact
+Viterbi (:func:`arboreal.features.tokens.viterbi_sentence`) with the current weights;
+when the predicted sequence differs from the gold one, the weights move by
+Phi(gold) - Phi(predicted), the difference of the two sequences' feature counts (each
+token's features read with that sequence's own previous classes as history), token by
+token (:func:`structured_update`): a token whose class and history agree in both
+sequences contributes nothing, one whose class agrees but not its history only its
+history features. A token whose gold class is not among its condition's candidates is
+skipped, as in greedy training. One averaging step per sentence.
+
+Averaging is lazy (see :mod:`arboreal.learn.perceptron`): ``w - u / c``. The whole epoch
+is one numba call: O(N * F * candidates) greedy, O(N * (F * K + H * K^2)) at order 1.
 """
 from __future__ import annotations
 
@@ -17,7 +32,9 @@ import numpy as np
 from numba import njit
 
 from arboreal.features.tokens import (MAX_CANDIDATES, N_BASE_FEATURES, N_CONTEXT_FEATURES,
-                                      best_candidate)
+                                      N_HISTORY1_FEATURES, _class, best_candidate, condition,
+                                      feature_offset, history_feature, static_features,
+                                      viterbi_buffers, viterbi_sentence)
 
 
 @njit(cache=True)
@@ -51,10 +68,75 @@ def _epoch(attrs, starts, order, ctx, cond_col, cand, cand_n, gold, gold_slot, w
     return errors, c
 
 
+@njit(cache=True)
+def structured_update(attrs, a, b, ctx, cond_col, cand, cand_n, gold, gold_slot, slots, w, u, c,
+                      mask, order, feats):
+    """Add Phi(gold) - Phi(predicted) of the sentence ``a..b-1`` to ``w`` (and ``c``
+    times it to ``u``, for averaging); ``slots[:b - a]`` the predicted slots (Viterbi's),
+    ``gold`` / ``gold_slot`` the gold classes and their slots (-1: not a candidate, the
+    token is skipped). Features as :func:`viterbi_sentence` scores them at ``order``.
+    Returns the number of tokens whose predicted class is wrong."""
+    errors = 0
+    n_cond = cand.shape[0]
+    nh = N_HISTORY1_FEATURES + (1 if order == 2 else 0)
+    p1 = -1
+    p2 = -1
+    for i in range(a, b):
+        cu = condition(ctx, i, cond_col, n_cond)
+        ps = slots[i - a]
+        pc = _class(cand, cand_n, cu, ps)
+        if pc != gold[i]:
+            errors += 1
+        gs = gold_slot[i]
+        g1 = gold[i - 1] if i > a else -1
+        g2 = gold[i - 2] if i > a + 1 else -1
+        if gs >= 0 and ps >= 0 and not (gs == ps and g1 == p1 and (order == 1 or g2 == p2)):
+            if gs != ps:
+                nf = static_features(attrs, a, b, i, ctx, feats)
+                for t in range(nf):
+                    o = feature_offset(feats[t], cu, mask)
+                    w[o + gs] += 1.0
+                    u[o + gs] += c
+                    w[o + ps] -= 1.0
+                    u[o + ps] -= c
+            for h in range(nh):
+                og = feature_offset(history_feature(h, attrs, a, b, i, g1, g2), cu, mask)
+                op = feature_offset(history_feature(h, attrs, a, b, i, p1, p2), cu, mask)
+                w[og + gs] += 1.0
+                u[og + gs] += c
+                w[op + ps] -= 1.0
+                u[op + ps] -= c
+        p2, p1 = p1, pc
+    return errors
+
+
+@njit(cache=True)
+def _epoch_structured(attrs, starts, order, ctx, cond_col, cand, cand_n, gold, gold_slot, w, u,
+                      c, bits, vorder):
+    mask = np.uint64((1 << bits) - 1)
+    n_max = 0
+    for s in range(starts.shape[0] - 1):
+        n_max = max(n_max, starts[s + 1] - starts[s])
+    F = N_BASE_FEATURES + N_CONTEXT_FEATURES * ctx.shape[1]
+    feats, offsets, hoffs, scores, best, trans, delta, prev, conds, bp = viterbi_buffers(
+        n_max, cand.shape[1], F, vorder)
+    slots = np.empty(max(n_max, 1), dtype=np.int64)
+    errors = 0
+    for s in order:
+        a, b = starts[s], starts[s + 1]
+        viterbi_sentence(attrs, a, b, ctx, cond_col, cand, cand_n, w, mask, vorder, feats,
+                         offsets, hoffs, scores, best, trans, delta, prev, conds, bp, slots)
+        c += 1.0
+        errors += structured_update(attrs, a, b, ctx, cond_col, cand, cand_n, gold, gold_slot,
+                                    slots, w, u, c, mask, vorder, feats)
+    return errors, c
+
+
 def train_stage(attrs: np.ndarray, starts: np.ndarray, ctx: np.ndarray, cond_col: int,
                 cand: np.ndarray, cand_n: np.ndarray, gold: np.ndarray, bits: int,
                 epochs: int, seed: int = 0,
-                on_epoch: Callable[[int, np.ndarray, int], bool] | None = None) -> np.ndarray:
+                on_epoch: Callable[[int, np.ndarray, int], bool] | None = None,
+                order: int = 0) -> np.ndarray:
     """Averaged weights (2**bits + MAX_CANDIDATES,) float32 of one tagging stage.
 
     attrs (N, N_ATTRS) uint64 attribute rows; starts (S+1,) int64 sentence offsets;
@@ -62,8 +144,11 @@ def train_stage(attrs: np.ndarray, starts: np.ndarray, ctx: np.ndarray, cond_col
     condition value, cand_n (U,) their counts; gold (N,) int32 gold classes.
     ``on_epoch(epoch, averaged_weights, training_errors)`` is called after each epoch;
     returning True keeps those weights as the result (best so far), and when it is
-    given, the weights it last kept are returned.
+    given, the weights it last kept are returned. ``order``: 0 greedy training, 1 or 2
+    structured training with Viterbi decoding of that order (see the module docstring).
     """
+    if order not in (0, 1, 2):
+        raise ValueError(f"order must be 0 (greedy), 1 or 2, not {order!r}")
     size = (1 << bits) + MAX_CANDIDATES
     w = np.zeros(size, dtype=np.float32)
     u = np.zeros(size, dtype=np.float64)
@@ -78,9 +163,13 @@ def train_stage(attrs: np.ndarray, starts: np.ndarray, ctx: np.ndarray, cond_col
     steps = 0.0
     kept = None
     for epoch in range(1, epochs + 1):
-        order = rng.permutation(len(starts) - 1).astype(np.int64)
-        errors, steps = _epoch(attrs, starts, order, ctx, cond_col, cand, cand_n, gold,
-                               gold_slot, w, u, steps, bits)
+        perm = rng.permutation(len(starts) - 1).astype(np.int64)
+        if order == 0:
+            errors, steps = _epoch(attrs, starts, perm, ctx, cond_col, cand, cand_n, gold,
+                                   gold_slot, w, u, steps, bits)
+        else:
+            errors, steps = _epoch_structured(attrs, starts, perm, ctx, cond_col, cand, cand_n,
+                                              gold, gold_slot, w, u, steps, bits, order)
         avg = (w - u / max(steps, 1.0)).astype(np.float32)
         if on_epoch is None or on_epoch(epoch, avg, int(errors)):
             kept = avg

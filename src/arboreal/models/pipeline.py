@@ -134,10 +134,13 @@ def _tagger_and_parser(train, dev, train_parser, tagger, folds, tagger_epochs, s
                       stacklevel=2)
         tagged_train = train
     else:
-        # the fold taggers train as long as the final tagger's stages did on dev
+        # the fold taggers train as long as the final tagger's stages did on dev, and
+        # decode as they do (greedy or Viterbi, chosen on dev)
         epochs = {name: max(st.epochs, 1) for name, st in final.stages.items()}
+        decoding = {name: st.decoding for name, st in final.stages.items()}
         tagged_train = jackknife(train, folds,
-                                 lambda part: Tagger.train(part, epochs=epochs, seed=seed), log)
+                                 lambda part: Tagger.train(part, epochs=epochs, seed=seed,
+                                                           decoding=decoding), log)
     tagged_dev = final.tag(dev) if dev else None
     model = train_parser(tagged_train, tagged_dev)
     model.tagger = final

@@ -1,6 +1,6 @@
 """The tagger: UPOS, XPOS, FEATS and LEMMA of syntactic words, trained on a treebank.
 
-Four greedy averaged-perceptron stages run one after another (see
+Four averaged-perceptron stages run one after another (see
 :mod:`arboreal.features.tokens` for the features, :mod:`arboreal.learn.tagging` for the
 learner): UPOS over all UPOS tags; then XPOS, FEATS (whole strings) and lemma *rules*,
 each restricted to the classes seen with the token's predicted UPOS, with the earlier
@@ -10,6 +10,19 @@ the lower-cased form, for a capitalised sentence start); unknown forms get the p
 rule applied (:func:`lemma_rule` / :func:`apply_rule`: an edit of prefix and suffix
 around the longest common substring of form and lemma, after changing the case or not).
 Columns that are ``_`` throughout the training data get no stage.
+
+Each stage decodes greedily left to right or by exact first-order Viterbi (trained as a
+structured perceptron; :func:`arboreal.features.tokens.viterbi_tag`), its ``decoding``,
+saved in the model file. With dev data (``arboreal train --dev``) the UPOS, XPOS and
+FEATS stages are trained both ways and Viterbi is kept only when it is better on dev by
+a sign test at 5% (:data:`DECODING_MIN_Z`), greedy being several times faster per stage
+(Viterbi: K^2 transitions per token for K candidates). On EWT the two are even on dev (greedy
+kept), on Greek GDT Viterbi wins for UPOS and FEATS, on Turkish IMST greedy wins
+(docs/benchmarks.md, "Tagger: greedy vs Viterbi decoding"). Lemma rules: Viterbi was
+never better on dev and is the slowest stage to decode by it (up to 128 candidates):
+greedy only (:data:`AUTO_DECODINGS`).
+
+Without dev data every stage is greedy (:data:`DEFAULT_DECODING`).
 """
 from __future__ import annotations
 
@@ -23,7 +36,7 @@ import numpy as np
 from arboreal.errors import ArborealError
 from arboreal.features.tokens import (A_AMBIG, FEATURES_VERSION, MAX_CANDIDATES,
                                       MIN_AMBIGUITY_COUNT, UNKNOWN, WordAttributes, greedy_tag,
-                                      normalize, stable_hash)
+                                      normalize, stable_hash, viterbi_tag)
 from arboreal.learn.tagging import train_stage
 from arboreal.models.serialization import (MetaFields, array_shape, get_strings, get_weights,
                                            put_strings, put_weights)
@@ -37,6 +50,22 @@ CONTEXT = {"upos": (), "xpos": ("upos",), "feats": ("upos", "xpos"),
 #: context value, its UPOS; the others choose among all their classes
 CONDITIONED = ("xpos", "feats", "lemma")
 DEFAULT_BITS = 22
+#: a stage's decoding -> the order of its Viterbi chain (0: greedy left to right), used
+#: both to train it (greedy or structured perceptron) and to tag
+DECODINGS = {"greedy": 0, "viterbi": 1, "viterbi2": 2}
+#: the decodings ``Tagger.train(decoding="auto")`` trains each stage with when it has
+#: dev data: the first, then each other one replaces the one kept when it is better on
+#: dev by more than DECODING_MIN_Z (see _gain_z). Lemma rules: greedy only (Viterbi was
+#: worse or equal on dev on EWT, GDT and IMST, and much slower; module docstring)
+AUTO_DECODINGS = {"upos": ("greedy", "viterbi"), "xpos": ("greedy", "viterbi"),
+                  "feats": ("greedy", "viterbi"), "lemma": ("greedy",)}
+#: how much better on dev a slower decoding must be to replace the faster: the one-sided
+#: 5% point of the sign test on the dev tokens where exactly one of the two is right
+#: (0: any gain; differences of a few tokens in 25,000 are noise, and Viterbi costs
+#: a multiple of the tagging time of a stage)
+DECODING_MIN_Z = 1.645
+#: the decoding of each stage trained without dev data under ``decoding="auto"``
+DEFAULT_DECODING = {"upos": "greedy", "xpos": "greedy", "feats": "greedy", "lemma": "greedy"}
 DEFAULT_EPOCHS = 10
 #: folds of the training words' ambiguity classes (see _jackknife_ambiguity; chosen on
 #: EWT dev UPOS accuracy among 5, 10 and 20)
@@ -89,7 +118,8 @@ def apply_rule(form: str, rule: str) -> str:
 class Stage:
     """One trained stage: ``classes`` (str), ``cand`` (U, B) int32 candidate class ids
     per condition value (UPOS id; one row when unconditioned), ``cand_n`` (U,),
-    ``weights`` (2**bits + MAX_CANDIDATES,) float32, ``context`` the stages it reads."""
+    ``weights`` (2**bits + MAX_CANDIDATES,) float32, ``context`` the stages it reads,
+    ``decoding`` a key of :data:`DECODINGS` (how it was trained and how it tags)."""
 
     name: str
     classes: np.ndarray
@@ -100,6 +130,7 @@ class Stage:
     context: tuple[str, ...]
     epochs: int = 0
     dev_accuracy: float | None = None
+    decoding: str = "greedy"
 
     @property
     def conditioned(self) -> bool:
@@ -220,13 +251,24 @@ class Tagger:
     def train(cls, sentences: list, dev: list | None = None,
               epochs: int | dict[str, int] = DEFAULT_EPOCHS,
               bits: int = DEFAULT_BITS, seed: int = 0,
-              log: Callable[[str], None] | None = None) -> "Tagger":
+              log: Callable[[str], None] | None = None,
+              decoding: str | dict[str, str] = "auto") -> "Tagger":
         """Train every stage whose column is not ``_`` throughout ``sentences``.
 
         ``epochs``: passes over the data, one number or one per stage name. With ``dev``
         each stage keeps its best epoch by dev accuracy (the earlier stages' *predictions*
         as context, as when tagging); without, the last epoch.
-        O(epochs * N * F * candidates) for N training words."""
+
+        ``decoding``: one of :data:`DECODINGS` or ``"auto"``, or one per stage name
+        (missing names: ``"auto"``). ``"auto"`` with ``dev`` trains the stage once per
+        :data:`AUTO_DECODINGS` entry (greedy, then first-order Viterbi with structured
+        training) and keeps Viterbi only when it is better on dev by more than
+        :data:`DECODING_MIN_Z` (a sign test; otherwise greedy, the faster); without
+        ``dev`` it trains :data:`DEFAULT_DECODING`. The choice is the stage's
+        ``decoding``, saved in the model file; ``meta["stages"][name]["decodings_tried"]``
+        records each one's dev accuracy and test statistic.
+        O(epochs * N * F * candidates) for N training words (greedy; see
+        :mod:`arboreal.learn.tagging` for Viterbi)."""
         if not sentences:
             raise ArborealError("no training sentences for the tagger")
         if not any(len(s) for s in sentences):
@@ -235,6 +277,10 @@ class Tagger:
         if all(v == "_" for v in upos_all):
             raise ArborealError("the training data has no UPOS tags: the tagger cannot be "
                                 "trained (train with --no-tagger)")
+        for value in (decoding.values() if isinstance(decoding, dict) else [decoding]):
+            if value != "auto" and value not in DECODINGS:
+                raise ValueError(f"tagger decoding {value!r} is not 'auto' or one of "
+                                 f"{', '.join(DECODINGS)}")
         # ambiguity classes of words seen often enough
         seen: dict[str, Counter] = defaultdict(Counter)
         for s in sentences:
@@ -251,6 +297,7 @@ class Tagger:
         gold_ids: dict[str, np.ndarray] = {}
         dev_pred: dict[str, np.ndarray] = {}
         lemma_lookup: dict[tuple[str, str], str] = {}
+        tried: dict[str, dict | None] = {}
         forms = train.forms
         for name, attr in COLUMNS.items():
             values = train.column(attr)
@@ -295,8 +342,14 @@ class Tagger:
             cand, cand_n = _candidates(gold, ctx[:, 0].astype(np.int64) if cond_col == 0 else None,
                                        n_cond, len(classes),
                                        MIN_RULE_COUNT if name == "lemma" else 1)
-            stage = Stage(name, classes, cand, cand_n, np.zeros(0, np.float32), bits, context)
-            on_epoch = None
+            n_epochs = epochs.get(name, DEFAULT_EPOCHS) if isinstance(epochs, dict) else epochs
+            wanted = decoding.get(name, "auto") if isinstance(decoding, dict) else decoding
+            if wanted == "auto":
+                choices = (AUTO_DECODINGS[name] if held is not None
+                           else (DEFAULT_DECODING[name],))
+            else:
+                choices = (wanted,)
+            dctx = dgold = None
             if held is not None:
                 dctx = (np.stack([dev_pred[c] for c in context], axis=1) if context
                         else np.zeros((len(held.forms), 0), dtype=np.int32)).astype(np.int32)
@@ -304,35 +357,38 @@ class Tagger:
                 if name == "lemma":
                     dvalues = [lemma_rule(f, lem) for f, lem in zip(held.forms, dvalues)]
                 dgold = _ids(dvalues, classes)
-                best_acc = [-1.0]
-
-                def score_on_dev(epoch, w, errors, stage=stage, dctx=dctx, dgold=dgold,
-                                 best_acc=best_acc):
-                    stage.weights = w
-                    pred = _run_stage(stage, held, dctx)
-                    acc = 100.0 * float((pred == dgold).mean()) if len(dgold) else 0.0
-                    if log is not None:
-                        log(f"tagger {stage.name} epoch {epoch}: dev accuracy {acc:.2f}")
-                    if acc > best_acc[0]:
-                        best_acc[0] = acc
-                        stage.epochs, stage.dev_accuracy = epoch, round(acc, 2)
-                        return True
-                    return False
-                on_epoch = score_on_dev
-            n_epochs = epochs.get(name, DEFAULT_EPOCHS) if isinstance(epochs, dict) else epochs
-            stage.weights = train_stage(train.attrs, train.starts, ctx, cond_col, cand, cand_n,
-                                        gold, bits, n_epochs, seed=seed, on_epoch=on_epoch)
-            if held is None:
-                stage.epochs = n_epochs
-            else:
-                dev_pred[name] = _run_stage(stage, held, dctx)
+            stage = pred = by_decoding = None
+            for choice in choices:
+                trial = _train_one(Stage(name, classes, cand, cand_n, np.zeros(0, np.float32),
+                                         bits, context, decoding=choice),
+                                   train, ctx, cond_col, gold, n_epochs, seed, held, dctx, dgold,
+                                   log)
+                if held is None:
+                    stage = trial
+                    continue
+                trial_pred = _run_stage(trial, held, dctx)
+                by_decoding = by_decoding or {}
+                by_decoding[choice] = {"dev_accuracy": trial.dev_accuracy}
+                if stage is not None:
+                    z = _gain_z(trial_pred, pred, dgold)
+                    by_decoding[choice]["z_vs_" + stage.decoding] = round(z, 2)
+                if stage is None or z > DECODING_MIN_Z:
+                    stage, pred = trial, trial_pred
+            if log is not None and len(choices) > 1:
+                log(f"tagger {name}: {stage.decoding} decoding kept ("
+                    + ", ".join(f"{k} {v}" for k, v in by_decoding.items()) + ")")
+            if held is not None:
+                dev_pred[name] = pred
             stages[name] = stage
+            tried[name] = by_decoding
             gold_ids[name] = gold
         return cls(stages, ambiguity, lemma_lookup,
                    {"epochs": epochs, "bits": bits, "seed": seed,
                     "train_words": len(forms),
                     "stages": {n: {"epochs": s.epochs, "dev_accuracy": s.dev_accuracy,
-                                   "classes": len(s.classes)} for n, s in stages.items()}})
+                                   "classes": len(s.classes), "decoding": s.decoding,
+                                   "decodings_tried": tried[n]}
+                               for n, s in stages.items()}})
 
     # ------------------------------------------------------------------ tagging
     def predict(self, sentences: list) -> dict[str, list[str]]:
@@ -384,7 +440,8 @@ class Tagger:
         stages = []
         for name, st in self.stages.items():
             stages.append({"name": name, "bits": st.bits, "context": list(st.context),
-                           "epochs": st.epochs, "dev_accuracy": st.dev_accuracy})
+                           "epochs": st.epochs, "dev_accuracy": st.dev_accuracy,
+                           "decoding": st.decoding})
             put_strings(arrays, f"tagger_{name}_classes", st.classes.tolist())
             arrays[f"tagger_{name}_cand"] = st.cand.astype(np.int32)
             arrays[f"tagger_{name}_cand_n"] = st.cand_n.astype(np.int32)
@@ -437,7 +494,9 @@ class Tagger:
             weights = get_weights(arrays, f"tagger_{name}_w", (1 << bits) + MAX_CANDIDATES)
             stages[name] = Stage(name, classes, cand, cand_n, weights, bits, context,
                                  sf.int("epochs", 0, 1 << 20, 0),
-                                 sf.number("dev_accuracy", 0, 100, None, none_ok=True))
+                                 sf.number("dev_accuracy", 0, 100, None, none_ok=True),
+                                 # files written before Viterbi decoding were greedy
+                                 sf.choice("decoding", tuple(DECODINGS), "greedy"))
         if "upos" not in stages:
             raise cfg.fail("stages", "no UPOS stage")
         words = get_strings(arrays, "tagger_amb_words").tolist()
@@ -456,9 +515,56 @@ class Tagger:
                    cfg.json("training", dict, {}))
 
 
+def _gain_z(pred: np.ndarray, ref: np.ndarray, gold: np.ndarray) -> float:
+    """Sign-test statistic of ``pred`` against ``ref``: (tokens only ``pred`` gets right
+    - tokens only ``ref`` gets right) / sqrt(their sum); 0 when they never differ in
+    being right (McNemar's test without continuity correction, signed)."""
+    a = pred == gold
+    b = ref == gold
+    wins, losses = int((a & ~b).sum()), int((b & ~a).sum())
+    return (wins - losses) / float(np.sqrt(wins + losses)) if wins + losses else 0.0
+
+
+def _train_one(stage: Stage, train: _Packed, ctx: np.ndarray, cond_col: int, gold: np.ndarray,
+               epochs: int, seed: int, held: _Packed | None, dctx: np.ndarray | None,
+               dgold: np.ndarray | None, log: Callable[[str], None] | None) -> Stage:
+    """Train ``stage`` (its ``decoding``) for ``epochs``; with ``held`` keep the epoch best
+    on dev (``dctx`` the earlier stages' predictions there, ``dgold`` the gold ids)."""
+    on_epoch = None
+    if held is not None:
+        best_acc = [-1.0]
+
+        def score_on_dev(epoch, w, errors):
+            stage.weights = w
+            pred = _run_stage(stage, held, dctx)
+            acc = 100.0 * float((pred == dgold).mean()) if len(dgold) else 0.0
+            if log is not None:
+                log(f"tagger {stage.name} ({stage.decoding}) epoch {epoch}: dev accuracy "
+                    f"{acc:.2f}")
+            if acc > best_acc[0]:
+                best_acc[0] = acc
+                stage.epochs, stage.dev_accuracy = epoch, round(acc, 2)
+                return True
+            return False
+        on_epoch = score_on_dev
+    stage.weights = train_stage(train.attrs, train.starts, ctx, cond_col, stage.cand,
+                                stage.cand_n, gold, stage.bits, epochs, seed=seed,
+                                on_epoch=on_epoch, order=DECODINGS[stage.decoding])
+    if held is None:
+        stage.epochs = epochs
+    return stage
+
+
 def _run_stage(stage: Stage, packed: _Packed, ctx: np.ndarray) -> np.ndarray:
+    """The class ids the stage predicts for the words of ``packed`` (its decoding)."""
     out = np.empty(len(packed.forms), dtype=np.int32)
     if len(out):
-        greedy_tag(packed.attrs, packed.starts, ctx, 0 if stage.conditioned else -1, stage.cand,
-                   stage.cand_n, stage.weights, stage.bits, out)
+        cond_col = 0 if stage.conditioned else -1
+        order = DECODINGS[stage.decoding]
+        if order == 0:
+            greedy_tag(packed.attrs, packed.starts, ctx, cond_col, stage.cand, stage.cand_n,
+                       stage.weights, stage.bits, out)
+        else:
+            viterbi_tag(packed.attrs, packed.starts, ctx, cond_col, stage.cand, stage.cand_n,
+                        stage.weights, stage.bits, order, out)
     return out

@@ -13,7 +13,12 @@ one core (best of three runs over the gold-tokenized test words). When
 UDPipe 1's figures are scored the same way and shown beside arboreal's.
 
     python benchmarks/pipeline.py [--treebanks UD_English-EWT ...] [--work-dir DIR]
-        [--udpipe-dir DIR] [--no-write]
+        [--udpipe-dir DIR] [--rescore] [--no-write]
+
+``--rescore`` trains and parses nothing: it reads the previous run's ``results.json``
+from the work directory (arboreal's figures as measured then) and adds UDPipe's
+outputs from ``--udpipe-dir`` (scored now), for a peer whose training finished after
+arboreal's run; the section then says so.
 """
 from __future__ import annotations
 
@@ -83,15 +88,25 @@ def run_treebank(treebank: str, work: Path, udpipe_dir: Path | None) -> dict:
               "tagger_words_per_s": tagger_speed(model, blank),
               "arboreal_raw": scores(test, out_raw),
               "arboreal_gold_tok": scores(test, out_gold)}
-    if udpipe_dir is not None:
-        for name in ("raw", "gold-tok"):
-            path = udpipe_dir / f"{treebank}.{name}.conllu"
-            if path.exists():
-                result[f"udpipe_{name.replace('-', '_')}"] = scores(test, path)
-        info = udpipe_dir / f"{treebank}.json"
-        if info.exists():
-            result["udpipe_times"] = json.loads(info.read_text())
+    result.update(udpipe_scores(treebank, udpipe_dir))
     return result
+
+
+def udpipe_scores(treebank: str, udpipe_dir: Path | None) -> dict:
+    """UDPipe 1's outputs for ``treebank`` in ``udpipe_dir`` (benchmarks/udpipe_baseline.py),
+    scored like arboreal's, and its times; {} without them."""
+    out: dict = {}
+    if udpipe_dir is None:
+        return out
+    test = split_path(treebank, "test")
+    for name in ("raw", "gold-tok"):
+        path = udpipe_dir / f"{treebank}.{name}.conllu"
+        if path.exists():
+            out[f"udpipe_{name.replace('-', '_')}"] = scores(test, path)
+    info = udpipe_dir / f"{treebank}.json"
+    if info.exists():
+        out["udpipe_times"] = json.loads(info.read_text())
+    return out
 
 
 def table(results: list[dict]) -> str:
@@ -134,16 +149,23 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--treebanks", nargs="+", default=DEFAULT_TREEBANKS)
     ap.add_argument("--work-dir", type=Path, default=ROOT / "runs" / "pipeline")
     ap.add_argument("--udpipe-dir", type=Path, default=None)
+    ap.add_argument("--rescore", action="store_true",
+                    help="reuse the work directory's results.json; only score UDPipe's outputs")
     ap.add_argument("--no-write", action="store_true")
     args = ap.parse_args(argv)
     if not UD.exists():
         raise SystemExit(f"{UD} not found")
     os.environ.setdefault("NUMBA_NUM_THREADS", "1")
     results = []
-    for tb in args.treebanks:
-        r = run_treebank(tb, args.work_dir, args.udpipe_dir)
-        print(json.dumps(r), flush=True)
-        results.append(r)
+    if args.rescore:
+        results = json.loads((args.work_dir / "results.json").read_text())
+        for r in results:
+            r.update(udpipe_scores(r["treebank"], args.udpipe_dir))
+    else:
+        for tb in args.treebanks:
+            r = run_treebank(tb, args.work_dir, args.udpipe_dir)
+            print(json.dumps(r), flush=True)
+            results.append(r)
     (args.work_dir / "results.json").write_text(json.dumps(results, indent=1) + "\n")
     if not args.no_write:
         from _report import write_section
@@ -156,13 +178,16 @@ def main(argv: list[str] | None = None) -> int:
             "`conll18_ud_eval.py`). Commands run with `NUMBA_NUM_THREADS=1`. "
             + ("UDPipe 1 columns: `ufal.udpipe` 1.3.1.1 trained on the same files with its "
                "defaults (dev as held-out data) by `benchmarks/udpipe_baseline.py`, its outputs "
-               "scored here by the same code."
+               "scored here by the same code"
+               + (" (added with `--rescore` to arboreal's figures of the previous run, "
+                  "whose training finished first)." if args.rescore else ".")
                if any("udpipe_raw" in r for r in results) else
                "No UDPipe 1 figures in this run (see `benchmarks/udpipe_baseline.py`).")
             + "\n\n" + table(results))
         cmd = "python benchmarks/pipeline.py " + " ".join(
             (["--treebanks", *args.treebanks] if args.treebanks != DEFAULT_TREEBANKS else [])
-            + (["--udpipe-dir", str(args.udpipe_dir)] if args.udpipe_dir else []))
+            + (["--udpipe-dir", str(args.udpipe_dir)] if args.udpipe_dir else [])
+            + (["--rescore"] if args.rescore else []))
         write_section("pipeline", "Raw text to trees (issue 14)", cmd.strip(), body)
     return 0
 

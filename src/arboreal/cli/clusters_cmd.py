@@ -1,0 +1,136 @@
+"""``arboreal clusters``: Brown word clusters from unlabeled text, in wcluster's paths format."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from arboreal.cli._args import int_in
+from arboreal.errors import ArborealError
+
+
+def add_parser(subparsers) -> None:
+    from arboreal.features.brown import MAX_CLUSTERS
+    from arboreal.features.clusters import CORPUS_FORMATS
+
+    p = subparsers.add_parser(
+        "clusters", help="Brown word clusters from unlabeled text (wcluster's paths format)",
+        description="Cluster the words of unlabeled corpora with Brown et al.'s (1992) "
+                    "class bigram model and Liang's (2005) window of C clusters: the words "
+                    "by decreasing frequency, each in turn added as a cluster and the pair of "
+                    "clusters losing the least average mutual information merged, then the "
+                    "last C clusters merged into one tree. Writes one line per word, "
+                    "'bitstring<TAB>word<TAB>count', the bit string being the path from the "
+                    "root to the word's cluster (the 'paths' file of Liang's wcluster). "
+                    "Words are lower-cased and every digit becomes 0, for clustering and "
+                    "for lookups alike. Corpora of any size are streamed (memory grows with "
+                    "the distinct words and word pairs, not with the tokens); the clustering "
+                    "itself needs about 40 (C+1)^2 bytes (40 MB at C = 1000).")
+    p.add_argument("corpus", metavar="CORPUS", nargs="+",
+                   help="corpus files, read in turn ('-' for standard input)")
+    p.add_argument("-o", "--output", metavar="PATHS", required=True,
+                   help="output paths file, written atomically ('-' for standard output)")
+    p.add_argument("--input", dest="input_format", choices=CORPUS_FORMATS, default="tokenized",
+                   help="tokenized (default): one sentence per line, tokens separated by "
+                        "whitespace; text: raw text, each line split into tokens by a fixed "
+                        "rule (runs of letters and digits, possibly joined by inner - ' . or "
+                        ", as in e-mail, don't, 3.14; any other non-space character alone), "
+                        "not a model's trained tokenizer; conllu: the FORM column of CoNLL-U "
+                        "(HEAD may be '_'). Word pairs are counted within a line (a sentence "
+                        "for CoNLL-U)")
+    p.add_argument("--clusters", type=int_in(1, MAX_CLUSTERS), default=1000, metavar="C",
+                   help="number of clusters (default 1000, as Koo et al. 2008); time grows "
+                        "with C^2")
+    p.add_argument("--min-count", type=int_in(1), default=1, metavar="K",
+                   help="cluster only words seen at least K times (default 1, every word, as "
+                        "wcluster); rarer words get no line and are looked up as NOCL. Time "
+                        "grows with the number of words clustered, so K = 2..5 is much faster "
+                        "on large corpora")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bars and no summary on stderr (the bars only show when "
+                        "stderr is a terminal)")
+    p.set_defaults(func=run)
+
+
+def _check_output(path: str) -> None:
+    """Fail now, not after hours of clustering, if the output cannot be written."""
+    if path == "-":
+        return
+    if os.path.isdir(path):
+        raise OSError(21, "is a directory", path)
+    folder = os.path.dirname(os.path.realpath(path)) or "."
+    if not os.path.isdir(folder):
+        raise OSError(2, "no such directory", path)
+    if not os.access(folder, os.W_OK) and not (os.path.exists(path) and os.access(path, os.W_OK)):
+        raise OSError(13, "permission denied", path)
+
+
+def _notice_if_compiling(quiet: bool) -> None:
+    """One line on stderr when numba has not compiled the clustering kernels yet."""
+    if quiet:
+        return
+    try:
+        from arboreal.features import brown, clusters
+
+        cached = all(os.path.exists(f._cache._cache_file._index_path)
+                     for f in (brown._run, clusters._hash_tokens))
+    except (AttributeError, ImportError, OSError):
+        cached = False
+    if not cached:
+        print("arboreal: compiling the clustering kernels for this machine (first use only)",
+              file=sys.stderr, flush=True)
+
+
+def run(args) -> int:
+    from arboreal.features.clusters import brown_clusters, count_corpus, write_paths
+
+    _check_output(args.output)
+    for source in args.corpus:
+        if source != "-" and not os.path.exists(source):
+            raise OSError(2, "no such file", source)
+    if args.corpus.count("-") > 1:
+        raise ArborealError("standard input ('-') can be read only once")
+    show = not args.quiet and sys.stderr.isatty()
+    start = time.perf_counter()
+    _notice_if_compiling(args.quiet)
+    bar = None
+    if show:
+        from tqdm import tqdm
+
+        bar = tqdm(unit=" tokens", unit_scale=True, file=sys.stderr, mininterval=0.5,
+                   leave=False, desc="counting")
+
+    def counted(tokens: int) -> None:
+        bar.update(tokens - bar.n)
+
+    try:
+        counts = count_corpus(args.corpus, args.input_format,
+                              progress=counted if bar is not None else None)
+    finally:
+        if bar is not None:
+            bar.close()
+    bar = None
+
+    def merged(done: int, total: int) -> None:
+        nonlocal bar
+        if bar is None:
+            from tqdm import tqdm
+
+            bar = tqdm(total=total, unit=" merges", file=sys.stderr, mininterval=0.5,
+                       leave=False, desc="clustering")
+        bar.update(done - bar.n)
+
+    try:
+        clusters = brown_clusters(counts, args.clusters, args.min_count,
+                                  progress=merged if show else None)
+    finally:
+        if bar is not None:
+            bar.close()
+    write_paths(clusters, args.output)
+    if not args.quiet:
+        print(f"arboreal: clusters: {counts.tokens:,} tokens, {len(counts.words):,} words, "
+              f"{len(clusters):,} clustered (--min-count {args.min_count}) into "
+              f"{clusters.n_clusters} cluster{'s' if clusters.n_clusters != 1 else ''}, "
+              f"AMI {clusters.ami:.4f} bits, "
+              f"{time.perf_counter() - start:.1f} s", file=sys.stderr)
+    return 0

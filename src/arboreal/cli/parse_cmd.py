@@ -8,14 +8,19 @@ from arboreal.cli._args import int_in
 from arboreal.errors import ArborealError
 
 
-def add_input_arguments(p) -> None:
+def add_input_arguments(p, several: bool = False) -> None:
     """INPUT, -o, --input, --retag, --output-format, --jobs and --quiet: shared by
-    ``parse`` and ``tag``."""
+    ``parse`` and ``tag``; ``several``: INPUT... (several files, with --scheduler)."""
     from arboreal.io.json import OUTPUT_FORMATS
     from arboreal.io.text import INPUT_FORMATS
 
-    p.add_argument("input", metavar="INPUT", nargs="?", default="-",
-                   help="input file (default: standard input)")
+    if several:
+        p.add_argument("input", metavar="INPUT", nargs="*", default=["-"],
+                       help="input file (default: standard input); several files with "
+                            "--scheduler and --output-dir")
+    else:
+        p.add_argument("input", metavar="INPUT", nargs="?", default="-",
+                       help="input file (default: standard input)")
     p.add_argument("-o", "--output", metavar="OUTPUT", default="-",
                    help="output file, written atomically (default: standard output)")
     p.add_argument("--input", dest="input_format", choices=INPUT_FORMATS, default="conllu",
@@ -51,7 +56,11 @@ def add_parser(subparsers) -> None:
                     "of sentences at a time), so memory does not grow with the corpus; an "
                     "output file is written atomically.")
     p.add_argument("model", metavar="MODEL", help="model file written by 'arboreal train'")
-    add_input_arguments(p)
+    add_input_arguments(p, several=True)
+    p.add_argument("--output-dir", metavar="DIR",
+                   help="with --scheduler: write each INPUT's output, atomically, to a file "
+                        "of the same name in DIR (created if missing)")
+    add_dask_arguments(p, "parse")
     p.add_argument("--marginals", action="store_true",
                    help="write each word's head probability (the marginal of its arc over "
                         "all trees) and its label's probability in MISC as HeadProb= and "
@@ -66,6 +75,36 @@ def add_parser(subparsers) -> None:
                         "largest sum of arc marginals, i.e. the most expected correct heads "
                         "(first-order models)")
     p.set_defaults(func=run)
+
+
+def add_dask_arguments(p, command: str) -> None:
+    """--scheduler and --workers: ``parse`` and ``train`` on a Dask cluster."""
+    what = ("shards of sentences are parsed on the cluster's workers, the model sent once "
+            "to each" if command == "parse" else
+            "the parser is trained by iterative parameter mixing over the cluster's workers")
+    p.add_argument("--scheduler", metavar="ADDRESS|local",
+                   help=f"run on a Dask cluster: {what}; 'local' starts a cluster of "
+                        "--workers processes on this machine for the command, an ADDRESS "
+                        "(tcp://HOST:8786) uses a running scheduler (needs "
+                        "pip install 'arboreal[dask]')")
+    p.add_argument("--workers", type=int_in(1, 4096), default=None, metavar="N",
+                   help="with --scheduler local: worker processes, one thread each (default: "
+                        "the number of cores); with an ADDRESS: wait until N workers are "
+                        "connected (default 1)")
+
+
+def check_dask_arguments(args, extra: tuple[str, ...] = ()) -> None:
+    """The Dask options without --scheduler are errors; so is a missing Dask."""
+    if getattr(args, "scheduler", None) is None:
+        for option in ("workers", *extra):
+            if getattr(args, option.replace("-", "_"), None) is not None:
+                raise ArborealError(f"--{option} needs --scheduler (ADDRESS or local)")
+        return
+    if not args.scheduler.strip():
+        raise ArborealError("--scheduler needs an ADDRESS (tcp://HOST:PORT) or 'local'")
+    from arboreal.distributed import import_distributed
+
+    import_distributed()
 
 
 def _input_name(args) -> str:
@@ -93,7 +132,10 @@ def run_stream(args, tag_only: bool) -> int:
     from arboreal.models import load_model
     from arboreal.models.stream import StreamOptions, process_stream
 
-    model = load_model(args.model)
+    inputs = _stream_inputs(args)
+    # on a cluster the workers load the model; here its metadata suffices for the checks
+    model = load_model(args.model) if getattr(args, "scheduler", None) is None \
+        else _ModelFacts(args.model)
     kbest, decode = getattr(args, "kbest", 1), getattr(args, "decode", "map")
     marginals = getattr(args, "marginals", False)
     if tag_only and getattr(model, "tagger", None) is None:
@@ -108,19 +150,31 @@ def run_stream(args, tag_only: bool) -> int:
                             "--decode mbr")
     options = StreamOptions(args.input_format, args.output_format, args.retag, tag_only,
                             decode, marginals, kbest, _input_name(args))
+    scheduler = getattr(args, "scheduler", None)
+    if scheduler is not None and args.input_format == "text" \
+            and getattr(model, "tokenizer", None) is None:
+        raise ArborealError(f"{args.model}: this model has no tokenizer (its treebank had no "
+                            "'# text' lines, or it was trained with --no-tokenizer): give "
+                            "--input tokenized or conllu")
     notice_if_compiling(args.quiet)
     bar = None
     if not args.quiet and sys.stderr.isatty():
         from tqdm import tqdm
 
+        desc = (os.path.basename(_input_name(args)) if len(inputs) == 1
+                else f"{len(inputs)} files")
         bar = tqdm(unit=" sentences", file=sys.stderr, mininterval=0.5, leave=False,
-                   total=None, desc=os.path.basename(_input_name(args)))
+                   total=None, desc=desc)
     try:
         # memory budget warnings are summed up in one line below instead
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=r".*memory budget")
-            report = process_stream(model, args.input, args.output, options, jobs=args.jobs,
-                                    progress=None if bar is None else bar.update)
+            if scheduler is None:
+                report = process_stream(model, args.input, args.output, options,
+                                        jobs=args.jobs,
+                                        progress=None if bar is None else bar.update)
+            else:
+                report = _run_on_dask(args, inputs, options, bar)
     finally:
         if bar is not None:
             bar.close()
@@ -134,6 +188,74 @@ def run_stream(args, tag_only: bool) -> int:
               "were parsed in pieces of at most that many words, joined into one tree",
               file=sys.stderr)
     return 0
+
+
+def _stream_inputs(args) -> list[str]:
+    """The inputs (``args.input`` set to the first), the output options checked."""
+    inputs = args.input if isinstance(args.input, list) else [args.input]
+    inputs = inputs or ["-"]
+    args.input = inputs[0]
+    check_dask_arguments(args)
+    output_dir = getattr(args, "output_dir", None)
+    if getattr(args, "scheduler", None) is None:
+        if len(inputs) > 1 or output_dir is not None:
+            raise ArborealError("several INPUT files and --output-dir need --scheduler "
+                                "(ADDRESS or local)")
+        return inputs
+    if args.jobs > 1:
+        raise ArborealError("--jobs is for one machine; with --scheduler the workers are "
+                            "set by --workers")
+    if output_dir is not None and args.output != "-":
+        raise ArborealError("give -o OUTPUT or --output-dir DIR, not both")
+    if len(inputs) > 1 and output_dir is None:
+        raise ArborealError("several INPUT files need --output-dir DIR (one output each)")
+    return inputs
+
+
+class _ModelFacts:
+    """What ``run_stream`` checks about a model (tagger, tokenizer, k-best decoding,
+    order), read from its file's metadata only (no weights): with --scheduler the
+    workers load the model, and the command spends no time loading it here."""
+
+    def __init__(self, path: str):
+        from arboreal.errors import ModelError
+        from arboreal.models import MODEL_TYPES, _PLUGIN_MODULES
+        from arboreal.models.serialization import load_model_file
+
+        meta, _ = load_model_file(path)
+        kind = meta.get("model_type")
+        if not isinstance(kind, str):
+            raise ModelError(f"{path}: model metadata field 'model_type' must be a string")
+        if kind not in MODEL_TYPES:
+            import importlib
+
+            for module in _PLUGIN_MODULES:
+                importlib.import_module(module)
+        if kind not in MODEL_TYPES:
+            raise ModelError(f"{path}: unknown model type {kind!r}")
+        self.tagger = True if "tagger" in meta else None
+        self.tokenizer = True if "tokenizer" in meta else None
+        options = meta.get("options")
+        self.order = options.get("order", "?") if isinstance(options, dict) else 1
+        if hasattr(MODEL_TYPES[kind], "parse_kbest"):
+            self.parse_kbest = True
+
+
+def _run_on_dask(args, inputs: list[str], options, bar):
+    """``parse`` on a Dask cluster: the report summed over the inputs."""
+    from arboreal.distributed import dask_client, output_paths, parse_files, stream_jobs
+    from arboreal.models.stream import StreamReport
+
+    if args.output_dir is not None:
+        outputs = output_paths(inputs, args.output_dir)
+    else:
+        outputs = [args.output]
+    jobs = stream_jobs(inputs, outputs, options)
+    with dask_client(args.scheduler, args.workers) as client:
+        reports = parse_files(client, args.model, jobs,
+                              progress=None if bar is None else bar.update)
+    return StreamReport(sum(r.sentences for r in reports), sum(r.split for r in reports),
+                        sum(r.fallbacks for r in reports))
 
 
 def run(args) -> int:

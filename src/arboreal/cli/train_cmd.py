@@ -88,11 +88,57 @@ def add_parser(subparsers) -> None:
     p.add_argument("--tagger-epochs", type=_positive, default=None, metavar="N",
                    help="tagger training passes per stage (default 10; with --dev the "
                         "best pass on dev is kept)")
+    from arboreal.cli.parse_cmd import add_dask_arguments
+
+    add_dask_arguments(p, "train")
+    p.add_argument("--shards", type=_positive, default=None, metavar="S",
+                   help="with --scheduler: cut the training sentences into S shards (default: "
+                        "the number of workers); each epoch every shard runs an epoch from "
+                        "the mixed weights, then the shards' weights are mixed")
+    p.add_argument("--mixing", choices=("uniform", "error"), default=None,
+                   help="with --scheduler: uniform (default): the mean of the shards' weights; "
+                        "error: weighted by each shard's number of updates in the epoch "
+                        "(McDonald, Hall & Mann 2010)")
     p.add_argument("--quiet", action="store_true", help="no progress bar or epoch lines")
     p.set_defaults(func=run)
 
 
+def _check_mixing(args) -> None:
+    """--scheduler trains by parameter mixing: first-order online learners only."""
+    from arboreal.cli.parse_cmd import check_dask_arguments
+
+    check_dask_arguments(args, ("shards", "mixing"))
+    if args.scheduler is None:
+        return
+    from arboreal.learn import LEARNERS
+    from arboreal.learn.mixing import ONLINE_LEARNERS, is_online
+
+    learner = args.learner or ("mira" if args.order > 1 else "perceptron")
+    if args.order > 1:
+        raise ArborealError("--scheduler (iterative parameter mixing) trains first-order "
+                            "parsers; train --order 2/3 without it")
+    if learner in LEARNERS and not is_online(LEARNERS[learner]):
+        raise ArborealError(f"--scheduler (iterative parameter mixing) is for the online "
+                            f"learners ({', '.join(ONLINE_LEARNERS)}), not {learner}")
+
+
 def run(args) -> int:
+    from contextlib import ExitStack
+
+    _check_mixing(args)
+    with ExitStack() as stack:
+        mixing = None
+        if args.scheduler is not None:
+            from arboreal.distributed import dask_client, threads
+            from arboreal.learn.mixing import parameter_mixing
+
+            client = stack.enter_context(dask_client(args.scheduler, args.workers))
+            mixing = parameter_mixing(client, args.shards or threads(client),
+                                      args.mixing or "uniform")
+        return _train(args, mixing)
+
+
+def _train(args, mixing) -> int:
     from arboreal.io.conllu import read_conllu
     from arboreal.trees.diagnostics import training_data_warnings
 
@@ -144,7 +190,8 @@ def run(args) -> int:
         from arboreal.models import Parser
 
         return Parser.train(train_sentences, dev_sentences, progress=progress, log=log,
-                            projectivize=not args.no_projectivize, **common, **options)
+                            projectivize=not args.no_projectivize, mixing=mixing, **common,
+                            **options)
 
     from arboreal.models.pipeline import JACKKNIFE_FOLDS, train_pipeline
     from arboreal.models.tagger import DEFAULT_EPOCHS

@@ -419,24 +419,32 @@ class _MiraBase:
 
     def fit(self, data: ArcFactoredData, epochs: int, on_epoch: EpochCallback | None = None,
             seed: int = 0) -> np.ndarray:
+        return averaged_online_fit(data, epochs, self.make_update(data), self.average,
+                                   on_epoch, seed)
+
+    def make_update(self, data: ArcFactoredData, count: bool = False):
+        """The step of :func:`~arboreal.learn.perceptron.averaged_online_fit` for
+        ``data``: ``update(i, w, u, c)`` applies sentence i's MIRA update and returns
+        whether it changed the weights (a violated constraint, some alpha != 0; known
+        for free, so ``count`` changes nothing)."""
         fs = data.features
         scratch = _HashScratch()
 
-        def update(i: int, w: np.ndarray, u: np.ndarray, c: float) -> None:
+        def update(i: int, w: np.ndarray, u: np.ndarray, c: float) -> bool:
             enc = data.encoded[i]
             gold = np.asarray(data.heads[i], dtype=np.int64)
             scores = fs.arc_scores(enc, w)
             cons = self._constraints(data, enc, gold, scores)
             if cons is None:
-                return
+                return False
             b, arc_h, arc_m, con_ptr, con_arc, con_coef = cons
             offsets, ids = fs.arc_features(enc, arc_h, arc_m)
             scratch.fit(ids.shape[0])
-            _solve_apply(offsets, ids, con_ptr, con_arc, con_coef, b, self.C,
-                         self._closed_form_single, w, u, float(c), scratch.keys,
-                         scratch.kcol, _MAX_ITER, _EPS)
+            return _solve_apply(offsets, ids, con_ptr, con_arc, con_coef, b, self.C,
+                                self._closed_form_single, w, u, float(c), scratch.keys,
+                                scratch.kcol, _MAX_ITER, _EPS)
 
-        return averaged_online_fit(data, epochs, update, self.average, on_epoch, seed)
+        return update
 
     @staticmethod
     def _tree_constraints(gold, scores, trees):

@@ -46,8 +46,24 @@ def final_weights(w: np.ndarray, u: np.ndarray, c: float, average: bool) -> np.n
     return out
 
 
+def online_epoch(data: ArcFactoredData, order: np.ndarray,
+                 update: Callable[[int, np.ndarray, np.ndarray, float], object],
+                 w: np.ndarray, u: np.ndarray, c: float, epoch: int) -> tuple[float, int]:
+    """One epoch of the online loop: ``update(i, w, u, c)`` for each sentence i of
+    ``order`` (wrapped by ``data.progress``), step counter c + 1 after each.
+    Returns ``(c, number of updates)``: the counter after the epoch and how many steps
+    changed the weights (an update returning a true value; the mistakes that
+    error-weighted parameter mixing weighs shards by, :mod:`arboreal.learn.mixing`)."""
+    updates = 0
+    for i in data.wrap(order, epoch):
+        if update(i, w, u, c):
+            updates += 1
+        c += 1.0
+    return c, updates
+
+
 def averaged_online_fit(data: ArcFactoredData, epochs: int,
-                        update: Callable[[int, np.ndarray, np.ndarray, float], None],
+                        update: Callable[[int, np.ndarray, np.ndarray, float], object],
                         average: bool, on_epoch: EpochCallback | None = None,
                         seed: int = 0) -> np.ndarray:
     """Online training loop with lazy averaging, shared by the perceptron and MIRA.
@@ -55,8 +71,11 @@ def averaged_online_fit(data: ArcFactoredData, epochs: int,
     Each epoch visits the sentences in an order shuffled by
     ``np.random.default_rng(seed)``; ``update(i, w, u, c)`` must add step c's change
     delta for sentence i to ``w`` and ``c * delta`` to ``u`` (both (dim,) float32, in
-    place). Returns :func:`final_weights` after the last epoch (and passes them to
-    ``on_epoch(epoch, weights)`` after each one).
+    place); it may return whether it changed them (counted by :func:`online_epoch`).
+    Returns :func:`final_weights` after the last epoch (and passes them to
+    ``on_epoch(epoch, weights)`` after each one). One epoch is :func:`online_epoch`,
+    which iterative parameter mixing (:mod:`arboreal.learn.mixing`) runs on each shard
+    of the data.
     """
     # float32 is exact for the integer-valued perceptron weights and halves the
     # memory traffic of scoring
@@ -67,9 +86,7 @@ def averaged_online_fit(data: ArcFactoredData, epochs: int,
     rng = np.random.default_rng(seed)
     for epoch in range(1, epochs + 1):
         order = rng.permutation(len(data))
-        for i in data.wrap(order, epoch):
-            update(i, w, u, c)
-            c += 1.0
+        c, _ = online_epoch(data, order, update, w, u, c, epoch)
         if on_epoch is not None:
             on_epoch(epoch, final_weights(w, u, c, average))
     return final_weights(w, u, c, average)
@@ -85,19 +102,29 @@ class Perceptron:
 
     def fit(self, data: ArcFactoredData, epochs: int, on_epoch: EpochCallback | None = None,
             seed: int = 0) -> np.ndarray:
+        return averaged_online_fit(data, epochs, self.make_update(data), self.average,
+                                   on_epoch, seed)
+
+    def make_update(self, data: ArcFactoredData, count: bool = False) -> Callable:
+        """The step of :func:`averaged_online_fit` for ``data``: ``update(i, w, u, c)``
+        decodes sentence i and updates on the words with a wrong head; with ``count`` it
+        returns whether there was one (parameter mixing counts the mistakes; plain
+        training skips that comparison)."""
         fs = data.features
         fast_update = getattr(fs, "accumulate_head_diff", None)
 
-        def update(i: int, w: np.ndarray, u: np.ndarray, c: float) -> None:
+        def update(i: int, w: np.ndarray, u: np.ndarray, c: float) -> bool:
             enc = data.encoded[i]
             gold = data.heads[i]
             pred = decode(fs.arc_scores(enc, w), data.projective, data.single_root)
             if fast_update is not None:   # one kernel call instead of coef + two accumulates
                 fast_update(enc, gold, pred, w, u, c)
-                return
+                return count and not np.array_equal(gold[1:], pred[1:])
             coef = update_coef(enc.n, gold, pred)
-            if coef is not None:
-                fs.accumulate(enc, coef, w, 1.0)
-                fs.accumulate(enc, coef, u, c)
+            if coef is None:
+                return False
+            fs.accumulate(enc, coef, w, 1.0)
+            fs.accumulate(enc, coef, u, c)
+            return True
 
-        return averaged_online_fit(data, epochs, update, self.average, on_epoch, seed)
+        return update

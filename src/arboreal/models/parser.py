@@ -154,7 +154,7 @@ class Parser(PipelineMixin):
               label_epochs: int | None = None, label_bits: int = 18,
               progress: Callable | None = None, log: Callable[[EpochReport], None] | None = None,
               projectivize: bool = True, label_feature_bits: int = 16,
-              **learner_options) -> "Parser":
+              mixing: Callable | None = None, **learner_options) -> "Parser":
         """Train a parser.
 
         train_sentences / dev: lists of Sentence with complete trees.
@@ -174,6 +174,9 @@ class Parser(PipelineMixin):
         A learner with ``labeled = True`` (``loglinear-labeled``) trains labels jointly
         with the arcs through the labeled partition function; no second-stage labeler
         is trained then, and ``label_feature_bits`` sizes its label feature table.
+        mixing: trains the learner by iterative parameter mixing instead, e.g. on a Dask
+            cluster: ``arboreal.learn.mixing.parameter_mixing(client, shards, mode)``
+            (online learners only); dev evaluation then sees the mixed averaged weights.
         """
         if decoder not in DECODERS:
             raise ArborealError(f"unknown decoder {decoder!r}; choose from {', '.join(DECODERS)}")
@@ -188,6 +191,8 @@ class Parser(PipelineMixin):
             learn = get_learner(learner, **learner_options)
         except (ValueError, TypeError) as exc:
             raise ArborealError(str(exc)) from None
+        if mixing is not None:   # iterative parameter mixing (arboreal.learn.mixing)
+            learn = mixing(learn)
         t0 = time.perf_counter()
         fs = FeatureSet(features, bits=hash_bits, cutoff=feature_cutoff).fit(train_sentences)
         enc = fs.encode(train_sentences)
@@ -310,7 +315,9 @@ class Parser(PipelineMixin):
                          "joint_labels": joint,
                          "projectivized_trees": n_projectivized,
                          "train_sentences": len(train_sentences),
-                         "dev_sentences": len(dev) if dev else 0},
+                         "dev_sentences": len(dev) if dev else 0,
+                         **({"parameter_mixing": learn.config()} if mixing is not None
+                            else {})},
             "best_epoch": best["epoch"] if best["weights"] is not None else epochs,
             "history": history,
             "calibration": calibration,

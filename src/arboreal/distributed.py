@@ -1,0 +1,378 @@
+"""arboreal on a Dask cluster (``dask.distributed``): corpus parsing and the cluster
+side of iterative parameter mixing (:mod:`arboreal.learn.mixing`).
+
+Dask is an optional dependency (``pip install 'arboreal[dask]'``); this module
+imports it only when asked to, and says how to install it when it is missing.
+
+**The cluster** (:func:`dask_client`): ``--scheduler local --workers N`` starts a
+``LocalCluster`` of N worker processes with one thread each (default N: the number
+of cores), closed when the command ends; ``--scheduler ADDRESS`` (e.g.
+``tcp://10.0.0.5:8786``) connects to a running scheduler and waits for N workers
+(default 1). Workers should run one thread each (``dask worker ADDRESS --nthreads 1
+--nworkers K``): a parse holds the model's lock, and numba's kernels use one core.
+
+**Parsing** (:func:`parse_files`): every input is cut into shards of whole sentences
+(:data:`SHARD_BYTES`, 256 KiB: blocks of :func:`arboreal.io.conllu.iter_blocks` as
+``arboreal parse --jobs`` cuts them, joined up to that size; a few thousand words, a
+fraction of a second to a second of work for a worker, so that per-task overhead,
+milliseconds, stays below 1% and the last shards leave no worker idle for long), and
+each shard is one task, :func:`arboreal.models.stream.process_block` on a worker:
+read, tag, parse, format, exactly what one process does with a block. The client
+keeps at most ``2 x threads`` shards in flight (bounded memory however large the
+corpus: a window of shards, as ``--jobs`` does), takes the results in input order,
+renumbers raw-text sentences as :func:`~arboreal.models.stream.process_stream` does
+and writes each output file atomically. The output is byte for byte that of
+``arboreal parse`` in one process.
+
+**The model** travels once per worker, never per task and never as a pickled object:
+the model *file's* bytes are scattered to every worker (``client.scatter(...,
+broadcast=True)``), and each worker loads them once with
+:func:`arboreal.models.load_model` (from a file in its scratch directory, since model
+arrays are read lazily from the file) and keeps the model in a module-level cache
+keyed by the bytes' SHA-256 (one model at a time per worker process); later shards,
+and later commands with the same model on the same cluster, find it there.
+
+**Failures**: a shard that raises is retried (:data:`RETRIES`); a worker that dies
+(killed, out of memory) has its shards rerun elsewhere by the scheduler (up to
+``distributed.scheduler.allowed-failures`` deaths per shard, then a one-line error).
+Since the client writes each shard's result once, in input order, a redone shard
+never loses or duplicates a sentence. Bad input in a shard is not a failure but an
+answer: the worker returns the same one-line message ``arboreal parse`` gives
+(``FILE:LINE: problem``), the command stops with exit status 2 and that output file
+is not written.
+"""
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import tempfile
+import threading
+import warnings
+from collections import deque
+from contextlib import contextmanager
+from dataclasses import replace
+from typing import Callable, Iterator
+
+from arboreal.errors import ArborealError, FormatError
+
+#: what to tell a user without Dask
+INSTALL_HINT = "pip install 'arboreal[dask]'"
+#: bytes of input per shard (one task): about 3,500 words of CoNLL-U, 40,000 of text
+SHARD_BYTES = 1 << 18
+#: shards in flight per worker thread
+WINDOW_PER_THREAD = 2
+#: retries of a shard whose task raised (a worker's death is counted separately)
+RETRIES = 2
+#: seconds to wait for the scheduler and its first workers
+CONNECT_TIMEOUT = 60
+
+
+def import_distributed():
+    """``dask.distributed``, or an ArborealError saying how to install it."""
+    try:
+        import distributed
+    except ImportError:
+        raise ArborealError("--scheduler needs Dask's distributed scheduler, which is not "
+                            f"installed: {INSTALL_HINT}") from None
+    return distributed
+
+
+@contextmanager
+def dask_client(scheduler: str, workers: int | None = None, **cluster_options):
+    """A ``distributed.Client``: on a new ``LocalCluster`` of ``workers`` processes
+    with one thread each (``scheduler == "local"``; ``cluster_options`` go to
+    LocalCluster) or on the scheduler at address ``scheduler``, waiting for
+    ``workers`` workers (at least one). Closed (and the local cluster shut down) on
+    exit. ArborealError when the scheduler cannot be reached."""
+    distributed = import_distributed()
+    cluster = client = None
+    try:
+        try:
+            if scheduler == "local":
+                options = dict(n_workers=workers or os.cpu_count() or 1,
+                               threads_per_worker=1, processes=True,
+                               dashboard_address=None, silence_logs=logging.ERROR)
+                options.update(cluster_options)
+                with warnings.catch_warnings():
+                    # no dashboard; its port taken by another cluster does not matter
+                    warnings.filterwarnings("ignore", message=r"Port \d+ is already in use")
+                    cluster = distributed.LocalCluster(**options)
+                client = distributed.Client(cluster)
+            else:
+                client = distributed.Client(scheduler, timeout=CONNECT_TIMEOUT)
+                client.wait_for_workers(workers or 1, timeout=CONNECT_TIMEOUT)
+        except (OSError, ValueError, TypeError) as exc:
+            where = "start a local Dask cluster" if scheduler == "local" else \
+                f"use the Dask scheduler at {scheduler}"
+            raise ArborealError(f"cannot {where}: {exc}") from None
+        yield client
+    finally:
+        if client is not None:
+            client.close()
+        if cluster is not None:
+            cluster.close()
+
+
+def threads(client) -> int:
+    """The worker threads of ``client``'s cluster."""
+    return sum(client.nthreads().values())
+
+
+def check_client(client) -> None:
+    """ArborealError if ``client``'s cluster has no worker within the timeout."""
+    try:
+        client.wait_for_workers(1, timeout=CONNECT_TIMEOUT)
+    except (OSError, TimeoutError) as exc:
+        raise ArborealError(f"the Dask cluster has no workers: {exc}") from None
+
+
+@contextmanager
+def dask_errors(what: str):
+    """Dask's errors about lost workers, tasks or data as one-line ArborealErrors
+    naming ``what`` was being done."""
+    import concurrent.futures
+
+    from distributed import KilledWorker
+    from distributed.comm import CommClosedError
+
+    try:
+        yield
+    except KilledWorker as exc:
+        raise ArborealError(f"{what}: Dask workers died while running a task, too many "
+                            f"times to retry it ({exc})") from None
+    except (CommClosedError, concurrent.futures.CancelledError) as exc:
+        raise ArborealError(f"{what}: the Dask cluster lost a task or its data "
+                            f"({exc.__class__.__name__}: {exc}); did a worker or the "
+                            "scheduler stop?") from None
+
+
+# ----------------------------------------------------------------------------- workers
+
+#: content hash -> (model, its file) in this worker process: the model loaded once
+_MODELS: dict[str, tuple[object, str]] = {}
+_MODELS_LOCK = threading.Lock()
+#: parsing updates a model's counters (sentences split, fallbacks): one at a time
+_PARSE_LOCK = threading.Lock()
+
+
+def _scratch_directory() -> str:
+    try:
+        from distributed import get_worker
+
+        return get_worker().local_directory
+    except (ImportError, ValueError):
+        return tempfile.gettempdir()
+
+
+def worker_model(model_bytes: bytes, digest: str, name: str = "MODEL"):
+    """The model whose file holds ``model_bytes`` (SHA-256 ``digest``), loaded on the
+    first call in this process and cached (one model: a new one replaces it); errors
+    name the model ``name`` (the user's path), not the worker's copy."""
+    with _MODELS_LOCK:
+        hit = _MODELS.get(digest)
+        if hit is not None:
+            return hit[0]
+        from arboreal.models import load_model
+
+        for _, old in _MODELS.values():
+            try:
+                os.unlink(old)
+            except OSError:
+                pass
+        _MODELS.clear()
+        fd, path = tempfile.mkstemp(dir=_scratch_directory(),
+                                    prefix=f"arboreal-{digest[:16]}-", suffix=".model")
+        with os.fdopen(fd, "wb") as f:
+            f.write(model_bytes)
+        # the file stays while the model is cached: arrays are read from it lazily
+        try:
+            model = load_model(path)
+        except ArborealError as exc:
+            os.unlink(path)
+            raise ArborealError(str(exc).replace(path, name)) from None
+        _MODELS[digest] = (model, path)
+        return model
+
+
+def parse_shard(model_bytes: bytes, digest: str, model_name: str, data: bytes,
+                first_line: int, first_id: int, options):
+    """One shard on a worker: :func:`~arboreal.models.stream.process_block`'s
+    ``(text, sentences, notes)``, or ``(None, message, (0, 0))`` for bad input (or a
+    bad model file, named ``model_name``)."""
+    from arboreal.models.stream import process_block
+
+    try:
+        model = worker_model(model_bytes, digest, model_name)
+        with _PARSE_LOCK, warnings.catch_warnings():
+            # the client sums these up in one line
+            warnings.filterwarnings("ignore", message=r".*memory budget")
+            return process_block(model, data, first_line, first_id, options)
+    except (ArborealError, ValueError) as exc:   # the message crosses to the client
+        return None, str(exc), (0, 0)
+
+
+# ------------------------------------------------------------------------------ client
+
+def shards(source, options, shard_bytes: int | None = None
+           ) -> Iterator[tuple[bytes, int, int]]:
+    """``(data, first_line, first_id)`` of each shard of ``source``: consecutive blocks
+    of ``arboreal parse --jobs`` (whole sentences, or paragraphs of raw text) joined
+    up to ``shard_bytes`` (default :data:`SHARD_BYTES`)."""
+    from arboreal.models.stream import _tasks
+
+    limit = SHARD_BYTES if shard_bytes is None else shard_bytes
+    parts: list[bytes] = []
+    size = first_line = first_id = 0
+    for data, line, fid in _tasks(source, options):
+        if not parts:
+            first_line, first_id = line, fid
+        parts.append(data)
+        size += len(data)
+        if size >= limit:
+            yield b"".join(parts), first_line, first_id
+            parts, size = [], 0
+    if parts:
+        yield b"".join(parts), first_line, first_id
+
+
+class _Window:
+    """Shards of every input submitted ahead (at most ``window``), results taken in
+    input order; an error reading input k is raised where input k's shards are."""
+
+    def __init__(self, client, submit: Callable, jobs: list, window: int, shard_bytes):
+        self.client = client
+        self.submit = submit
+        self.window = window
+        self.pending: deque = deque()   # (input index, first line, future | exception)
+        self.current = 0
+        self.tasks = self._all_shards(jobs, shard_bytes)
+        self.exhausted = False
+
+    def _all_shards(self, jobs, shard_bytes):
+        for k, (source, _, options) in enumerate(jobs):
+            self.current = k
+            for shard in shards(source, options, shard_bytes):
+                yield k, shard, options
+
+    def fill(self) -> None:
+        while not self.exhausted and len(self.pending) < self.window:
+            try:
+                k, shard, options = next(self.tasks)
+            except StopIteration:
+                self.exhausted = True
+            except Exception as exc:   # reading an input failed: raised in its turn
+                self.pending.append((self.current, 0, exc))
+                self.exhausted = True
+            else:
+                self.pending.append((k, shard[1], self.submit(shard, options)))
+
+    def results(self, k: int, name: str) -> Iterator[tuple]:
+        """Input k's ``(text, sentences, notes)`` per shard, in order."""
+        from distributed import KilledWorker
+
+        while True:
+            self.fill()
+            if not self.pending or self.pending[0][0] != k:
+                return
+            _, line, item = self.pending.popleft()
+            if isinstance(item, Exception):
+                raise item
+            try:
+                with dask_errors(f"{name}: the shard from line {line}"):
+                    try:
+                        result = item.result()
+                    except KilledWorker:
+                        raise ArborealError(
+                            f"{name}: the Dask workers parsing the shard from line {line} "
+                            "died, too many times to retry it (out of memory?)") from None
+            finally:
+                item.release()
+            self.fill()          # keep the workers busy while this text is written
+            yield result
+
+    def cancel(self) -> None:
+        futures = [item for _, _, item in self.pending if not isinstance(item, Exception)]
+        self.pending.clear()
+        if futures:
+            try:
+                self.client.cancel(futures)
+            except Exception:   # the cluster is gone already: nothing left to stop
+                pass
+
+
+def parse_files(client, model_path: str, jobs: list, progress: Callable[[int], None] | None
+                = None, shard_bytes: int | None = None) -> list:
+    """Parse (or tag, per ``options.tag_only``) each ``(source, output, options)`` of
+    ``jobs`` on ``client``'s cluster with the model in file ``model_path``: the
+    inputs in shards on the workers, each output written atomically in input order,
+    byte for byte as :func:`~arboreal.models.stream.process_stream` writes it.
+    ``progress(sentences)`` after each shard. Returns a
+    :class:`~arboreal.models.stream.StreamReport` per input. An error (bad input in a
+    shard, an input without sentences, a lost shard) stops everything: that output
+    is not written (those of earlier inputs are complete)."""
+    from arboreal.io.conllu import write_text
+    from arboreal.io.json import array_framing
+    from arboreal.models.stream import _EMPTY, StreamReport, _ordered
+
+    with open(model_path, "rb") as f:
+        model_bytes = f.read()
+    digest = hashlib.sha256(model_bytes).hexdigest()
+    check_client(client)
+    with dask_errors("sending the model to the workers"):
+        model_future = client.scatter(model_bytes, broadcast=True, hash=False)
+    del model_bytes
+
+    def submit(shard, options):
+        data, first_line, first_id = shard
+        return client.submit(parse_shard, model_future, digest, model_path, data, first_line,
+                             first_id, options, pure=False, retries=RETRIES)
+
+    window = _Window(client, submit, jobs, max(2, WINDOW_PER_THREAD * threads(client)),
+                     shard_bytes)
+    reports = []
+    try:
+        for k, (_, output, options) in enumerate(jobs):
+            report = StreamReport()
+
+            def texts(k=k, options=options, report=report) -> Iterator[str]:
+                yield from _ordered(window.results(k, options.name), report, options,
+                                    progress)
+                if report.sentences == 0:   # raised before the output is committed
+                    raise FormatError(options.name, 1,
+                                      _EMPTY.get(options.input_format, "empty input"))
+
+            write_text(array_framing(texts(), options.output_format), output)
+            reports.append(report)
+    finally:
+        window.cancel()
+        model_future.release()
+    return reports
+
+
+def output_paths(inputs: list[str], output_dir: str) -> list[str]:
+    """Where ``--output-dir`` puts each input's output: its file name in the folder
+    (created if missing). ArborealError for standard input, two inputs of the same
+    name, or an output that would replace its input."""
+    names = [os.path.basename(os.path.normpath(p)) for p in inputs]
+    if "-" in inputs:
+        raise ArborealError("--output-dir needs named input files, not standard input")
+    seen: dict[str, str] = {}
+    for path, name in zip(inputs, names):
+        if name in seen:
+            raise ArborealError(f"--output-dir: {seen[name]} and {path} would both be written "
+                                f"to {os.path.join(output_dir, name)}")
+        seen[name] = path
+    os.makedirs(output_dir, exist_ok=True)
+    outputs = [os.path.join(output_dir, name) for name in names]
+    for path, out in zip(inputs, outputs):
+        if os.path.exists(out) and os.path.samefile(path, out):
+            raise ArborealError(f"--output-dir: the output {out} would replace its input")
+    return outputs
+
+
+def stream_jobs(inputs: list[str], outputs: list[str], options) -> list:
+    """``(source, output, options)`` for :func:`parse_files`, each input named in its
+    own options (error messages)."""
+    return [(src, out, replace(options, name="<stdin>" if src == "-" else src))
+            for src, out in zip(inputs, outputs)]

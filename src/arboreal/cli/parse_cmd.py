@@ -218,26 +218,16 @@ class _ModelFacts:
     workers load the model, and the command spends no time loading it here."""
 
     def __init__(self, path: str):
-        from arboreal.errors import ModelError
-        from arboreal.models import MODEL_TYPES, _PLUGIN_MODULES
+        from arboreal.models import model_class
         from arboreal.models.serialization import load_model_file
 
         meta, _ = load_model_file(path)
-        kind = meta.get("model_type")
-        if not isinstance(kind, str):
-            raise ModelError(f"{path}: model metadata field 'model_type' must be a string")
-        if kind not in MODEL_TYPES:
-            import importlib
-
-            for module in _PLUGIN_MODULES:
-                importlib.import_module(module)
-        if kind not in MODEL_TYPES:
-            raise ModelError(f"{path}: unknown model type {kind!r}")
+        cls = model_class(path, meta)
         self.tagger = True if "tagger" in meta else None
         self.tokenizer = True if "tokenizer" in meta else None
         options = meta.get("options")
         self.order = options.get("order", "?") if isinstance(options, dict) else 1
-        if hasattr(MODEL_TYPES[kind], "parse_kbest"):
+        if hasattr(cls, "parse_kbest"):
             self.parse_kbest = True
 
 

@@ -174,9 +174,6 @@ def _marginal_pictures(model, args, chosen: list) -> tuple[list, list]:
             probs = marginals_of([batch[i] for i in short], retag=args.retag) if short else []
         except UntaggedInputError as exc:
             raise ArborealError(f"{name}: {exc}") from None
-        except NotImplementedError:
-            raise ArborealError(f"{args.model}: this model cannot compute arc "
-                                "marginals") from None
         if len(probs) != len(short):
             raise ArborealError(f"{args.model}: the model returned {len(probs)} marginal "
                                 f"matrices for {len(short)} sentences")

@@ -33,6 +33,11 @@ def register_model_type(name: str, cls: type) -> None:
 def load_model(path):
     """Load a model file of any registered type (ModelError on a bad file)."""
     meta, arrays = load_model_file(path)
+    return model_class(path, meta).from_file_contents(str(path), meta, arrays)
+
+
+def model_class(path, meta: dict) -> type:
+    """The registered class of a model file's metadata (ModelError when unknown)."""
     kind = meta.get("model_type")
     if not isinstance(kind, str):
         raise ModelError(f"{path}: model metadata field 'model_type' must be a string")
@@ -45,7 +50,7 @@ def load_model(path):
                     raise
     if kind not in MODEL_TYPES:
         raise ModelError(f"{path}: unknown model type {kind!r}")
-    return MODEL_TYPES[kind].from_file_contents(str(path), meta, arrays)
+    return MODEL_TYPES[kind]
 
 
 def parse_iter(model, sentences: Iterable, batch_size: int = 4096,

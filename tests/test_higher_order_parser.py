@@ -380,3 +380,65 @@ def test_cli_default_learner_is_mira_for_higher_orders_and_perceptron_at_first_o
     assert main(["train", str(small), "--epochs", "1", "--hash-bits", "16", "-o", str(m1),
                  "--quiet"]) == 0
     assert load_model(m1).meta["training"]["learner"] == "perceptron"
+
+
+def _conllu(path, words, heads):
+    lines = [f"{i}\t{w}\t_\t{p}\t_\t_\t{h}\tdep\t_\t_"
+             for i, ((w, p), h) in enumerate(zip(words, heads[1:]), start=1)]
+    path.write_text("\n".join(lines) + "\n\n", encoding="utf-8")
+    return read_conllu(path)
+
+
+def test_part_templates_read_what_they_name(tmp_path):
+    """A part template's feature depends on exactly the attributes its slots read, the
+    missing sibling ("none") is a value of its own, and part direction and distance
+    bucket are conjoined: the template language means the same for parts as for arcs."""
+    heads = np.array([-1, 0, 1, 1, 1])
+    words = [("a", "X"), ("b", "X"), ("c", "X"), ("d", "X")]
+    [s] = _conllu(tmp_path / "a.conllu", words, heads)
+    fs = FeatureSet("default", bits=16).fit([s])
+    hof = HigherOrderFeatures(("sib",), 16, templates={"sib": ["s.pos"]})
+    rows = hof.tree_ids(fs.encode([s])[0].codes, heads).reshape(-1, 2)
+    # parts in order: (0, none, 1), (1, none, 2), (1, 2, 3), (1, 3, 4); all rightward,
+    # distance 1: the two first-child parts share ids, so do the two others
+    assert rows.shape == (4, 2)
+    assert np.array_equal(rows[0], rows[1]) and np.array_equal(rows[2], rows[3])
+    assert not np.intersect1d(rows[1], rows[2]).size
+    # changing a form no template reads changes nothing; changing a read POS does
+    [other] = _conllu(tmp_path / "b.conllu", [("z", "X")] + words[1:], heads)
+    [retag] = _conllu(tmp_path / "c.conllu", words[:2] + [("c", "Y")] + words[3:], heads)
+    same, changed = (hof.tree_ids(e.codes, heads) for e in fs.encode([other, retag]))
+    assert np.array_equal(same.reshape(-1, 2), rows)
+    assert np.array_equal(changed.reshape(-1, 2)[:3], rows[:3])    # s = c only in (1, 3, 4)
+    assert not np.array_equal(changed.reshape(-1, 2)[3], rows[3])
+    with pytest.raises(ValueError, match="bad slot 'g.pos'"):
+        HigherOrderFeatures(("sib",), 16, templates={"sib": ["g.pos m.pos"]})
+
+
+def test_part_templates_are_saved_with_the_model(sample, tmp_path):
+    """Custom part templates go into the model file and come back; a file whose
+    templates read an anchor the part does not have, or one of the format before the
+    templates were stored, is refused with a clear error."""
+    from arboreal.models.serialization import load_model_file, save_model_file
+
+    train, test = sample
+    templates = {"sib": ["h.pos s.pos m.pos", "s.word m.word"],
+                 "grand": ["g.pos h.pos m.pos", "g.lemma m.lemma"]}
+    model = HigherOrderParser(order=2, epochs=1, pruner_epochs=1, bits=16,
+                              part_templates=templates).train(train[:40])
+    model.save(tmp_path / "m.npz")
+    again = HigherOrderParser.load(tmp_path / "m.npz")
+    assert again.hof.templates == templates
+    for a, b in zip(model.predict_heads(test[:20]), again.predict_heads(test[:20])):
+        assert np.array_equal(a, b)
+    meta, arrays = load_model_file(tmp_path / "m.npz")
+    meta["part_templates"]["sib"] = ["g.pos m.pos"]
+    save_model_file(tmp_path / "bad.npz", meta, arrays)
+    with pytest.raises(ModelError, match="part_templates.*sib.*bad template"):
+        HigherOrderParser.load(tmp_path / "bad.npz")
+    meta, arrays = load_model_file(tmp_path / "m.npz")
+    meta["module_version"] = 2
+    del meta["part_templates"]
+    save_model_file(tmp_path / "old.npz", meta, arrays)
+    with pytest.raises(ModelError, match="retrain"):
+        HigherOrderParser.load(tmp_path / "old.npz")

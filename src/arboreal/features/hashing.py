@@ -900,17 +900,10 @@ def compile_templates(templates: list[str], attrs: dict[str, int],
     anchors = {"h": HEAD, "m": MOD, "b": BETWEEN, "g": GRAND, "c": CHILD, "s": SIBLING}
     table = np.zeros((len(templates), KEY_COL + 1), dtype=np.int64)
     for t, spec in enumerate(templates):
-        slots = spec.split()
-        if not 0 <= len(slots) <= MAX_SLOTS:
-            raise ValueError(f"template {spec!r}: at most {MAX_SLOTS} slots")
+        slots = template_slots(spec, anchors, attrs, MAX_SLOTS)
         loop, cond = -1, 0
         table[t, 0] = len(slots)
-        for s, slot in enumerate(slots):
-            where, _, attr = slot.partition(".")
-            anchor = anchors.get(where[0])
-            off = int(where[1:]) if len(where) > 1 else 0
-            if anchor is None or attr not in attrs or off not in (-2, -1, 0, 1, 2):
-                raise ValueError(f"template {spec!r}: bad slot {slot!r}")
+        for s, (anchor, off, attr) in enumerate(slots):
             if anchor in LOOP_ANCHORS:
                 if loop >= 0 and loop != anchor:
                     raise ValueError(f"template {spec!r}: at most one iterating anchor")
@@ -921,8 +914,32 @@ def compile_templates(templates: list[str], attrs: dict[str, int],
         table[t, 1] = cond
         table[t, 2] = loop
         if key_attrs and loop < 0:
-            table[t, KEY_COL] = _family_key(slots, attrs, key_attrs)
+            table[t, KEY_COL] = _family_key(spec.split(), attrs, key_attrs)
     return table
+
+
+def template_slots(spec: str, anchors: dict[str, int], attrs: dict[str, int],
+                   max_slots: int) -> list[tuple[int, int, str]]:
+    """The slots ``anchor[+-offset].attr`` of template ``spec`` as ``(anchor code,
+    offset, attribute name)``; ValueError naming the template for a slot whose anchor
+    is not in ``anchors``, whose attribute is not in ``attrs`` or whose offset is
+    outside -2..2, and for more than ``max_slots`` slots. The one parser of the
+    template language (arc, label and higher-order part templates)."""
+    slots = spec.split()
+    if len(slots) > max_slots:
+        raise ValueError(f"template {spec!r}: at most {max_slots} slots")
+    out = []
+    for slot in slots:
+        where, _, attr = slot.partition(".")
+        anchor = anchors.get(where[:1])
+        try:
+            off = int(where[1:]) if len(where) > 1 else 0
+        except ValueError:
+            off = None
+        if anchor is None or attr not in attrs or off not in (-2, -1, 0, 1, 2):
+            raise ValueError(f"template {spec!r}: bad slot {slot!r}")
+        out.append((anchor, off, attr))
+    return out
 
 
 def _family_key(slots: list[str], attrs: dict[str, int], key_attrs: tuple[str, ...]) -> int:

@@ -1,27 +1,32 @@
 """Hashed features of higher-order parts: siblings, grandparents, grand-siblings, tri-siblings.
 
-Same engine style as the first-order features (:mod:`arboreal.features.first_order`):
-a sentence is the int32 code matrix of :class:`~arboreal.features.EncodedSentence`
-(``codes[attr, p + 1]``), feature ids are never stored but recomputed by hashing
-small tuples of codes (the 64-bit mixers of :mod:`arboreal.features.hashing`) into
-the same ``2**bits`` weight vector as the arc features. Each template fires twice:
-conjoined with the direction(s) of the part, and with direction(s) plus a distance
-bucket (MSTParser's scheme).
+The parts' templates are written in the template language of the first-order
+features (:func:`arboreal.features.hashing.template_slots`: slots
+``anchor[+-offset].attr``), with the anchors of each part kind (part conventions of
+:mod:`arboreal.inference.higher_order`):
 
-Templates (W = word form, P = UPOS; part conventions of
-:mod:`arboreal.inference.higher_order`; the "no sibling" position reads a NONE code):
+* ``sib`` (h, s, m): head h, its previous child s on the same side (or none: the
+  first child), the new child m; conjoined with the direction of m from h, and with
+  it and the distance bucket of |m - s|;
+* ``grand`` (g, h, m): grandparent g, head h, modifier m; directions of g -> h and
+  h -> m, distance |m - h|;
+* ``gsib`` (g, h, s, m): a sibling part with the head's own head g; directions of
+  g -> h and h -> m, distance |m - s|;
+* ``trisib`` (h, t, s, m): three consecutive children t, s, m of h on one side (t
+  none for the first two); direction of m from h, distance |m - s|.
 
-* sibling (h, a, b), direction of b from h, distance |b - a|:
-  hP aP bP, aP bP, aW bW, aW bP, aP bW, hW aP bP, hP aW bP, hP aP bW
-* grandparent (g, h, m), directions of g->h and h->m, distance |m - h|:
-  gP hP mP, gP mP, gW mP, gP mW, gW hP mP, gP hW mP, gP hP mW, gW mW
-* grand-sibling (g, h, a, b): gP hP aP bP, gP aP bP, gW hP aP bP, gP hP aW bP,
-  gP hP aP bW, gP aW bP, gP aP bW
-* tri-sibling (h, a, b, c): hP aP bP cP, aP bP cP, hP aP cP, aP cP, hW aP bP cP,
-  aP bP cW, aW bP cP
+An anchor with no word ("none": the missing sibling) reads its own code, distinct
+from every word and boundary. The templates of a model are data: they are saved in
+its file (:meth:`HigherOrderFeatures.config`) and compiled to one table per kind, so
+editing :data:`DEFAULT_PART_TEMPLATES` never changes what a saved model means.
 
-Per part: 2 x (7..8) hash-and-gather operations, the same cost per feature as the
-arc features.
+Hashing (same engine style as the arc features, :mod:`arboreal.features.hashing`):
+per sentence and kind, every template's slots of each anchor are hashed once per
+position (:func:`part_hashes`, O(T n)); a part's feature is the XOR of its anchors'
+hashes and of a mixed constant of its direction tag, placed in a block of
+``BLOCK`` weights among ``2**bits``: slot 0 the feature with the direction(s),
+slots 1..7 with direction(s) and distance bucket. Scoring a part costs one cache
+line per template.
 """
 from __future__ import annotations
 
@@ -29,148 +34,145 @@ import numpy as np
 from numba import njit
 
 from arboreal.features.first_order import ATTR_INDEX
-from arboreal.features.hashing import _fmix, _mix
+from arboreal.features.hashing import _bucket, _fmix, _mix, _pos, _slot, template_slots
 
-W_ATTR = ATTR_INDEX["word"]
-P_ATTR = ATTR_INDEX["pos"]
 KINDS = ("sib", "grand", "gsib", "trisib")
-_NONE = 0x7FFFFFF0
-_BUF = 32      # ids per part, at most (8 templates x 2)
+#: the anchors a template of each part kind may read
+PART_ANCHORS = {"sib": "hsm", "grand": "ghm", "gsib": "ghsm", "trisib": "htsm"}
+#: anchor letter -> hash group (the part's positions are passed in this order)
+_GROUPS = {"h": 0, "m": 1, "s": 2, "g": 3, "t": 4}
+N_GROUPS = 5
+MAX_PART_SLOTS = 5
+_KIND_CODE = {"sib": 1, "grand": 2, "gsib": 3, "trisib": 4}
+_NONE = np.uint64(0x7FFFFFF0)
 _SEED = np.uint64(0x84222325CBF29CE4)
+_TAG_SEED = np.uint64(0x9AE16A3B2F90404F)
 _UNUSED = np.zeros(1)   # stands for the score array of a part kind not used (never written)
+_NO_TABLE = np.zeros((N_GROUPS, 0, 1), dtype=np.uint64)   # hashes of a kind not used
 
 
-@njit(cache=True, inline="always")
-def _bkt(d):
-    if d < 0:
-        d = -d
-    if d > 10:
-        return 6
-    if d > 5:
-        return 5
-    return d - 1
+def _kind_templates(kind: str, word: str = "word", pos: str = "pos") -> list[str]:
+    """The default templates of a kind over ``word`` and ``pos`` attributes (Koo &
+    Collins 2010, McDonald & Pereira 2006: POS n-grams of the part and their
+    word back-offs)."""
+    W, P = word, pos
+    table = {
+        "sib": ["h.P s.P m.P", "s.P m.P", "s.W m.W", "s.W m.P", "s.P m.W",
+                "h.W s.P m.P", "h.P s.W m.P", "h.P s.P m.W"],
+        "grand": ["g.P h.P m.P", "g.P m.P", "g.W m.P", "g.P m.W", "g.W h.P m.P",
+                  "g.P h.W m.P", "g.P h.P m.W", "g.W m.W"],
+        "gsib": ["g.P h.P s.P m.P", "g.P s.P m.P", "g.W h.P s.P m.P", "g.P h.P s.W m.P",
+                 "g.P h.P s.P m.W", "g.P s.W m.P", "g.P s.P m.W"],
+        "trisib": ["h.P t.P s.P m.P", "t.P s.P m.P", "h.P t.P m.P", "t.P m.P",
+                   "h.W t.P s.P m.P", "t.P s.P m.W", "t.W s.P m.P"],
+    }[kind]
+    return [t.replace(".W", "." + W).replace(".P", "." + P) for t in table]
 
 
-@njit(cache=True, inline="always")
-def _emit(buf, k, hv, tag, dist, umask):
-    a = _mix(hv, tag)
-    buf[k] = np.int64(_fmix(a) & umask)
-    buf[k + 1] = np.int64(_fmix(_mix(a, 64 + dist)) & umask)
-    return k + 2
+#: the templates of every part kind a new model gets
+DEFAULT_PART_TEMPLATES: dict[str, list[str]] = {k: _kind_templates(k) for k in KINDS}
 
 
-@njit(cache=True, inline="always")
-def _seed(kind, t):
-    return _mix(_SEED, kind * 64 + t + 1)
-
-
-@njit(cache=True)
-def sib_ids(codes, h, a, b, umask, buf):
-    """Feature ids of sibling part (h, a, b) into buf; returns the count."""
-    hW, hP = codes[W_ATTR, h + 1], codes[P_ATTR, h + 1]
-    if a == h:
-        aW, aP = _NONE, _NONE
-    else:
-        aW, aP = codes[W_ATTR, a + 1], codes[P_ATTR, a + 1]
-    bW, bP = codes[W_ATTR, b + 1], codes[P_ATTR, b + 1]
-    tag = 1 if b > h else 2
-    dist = _bkt(b - a)
-    k = 0
-    k = _emit(buf, k, _mix(_mix(_mix(_seed(1, 0), hP), aP), bP), tag, dist, umask)
-    k = _emit(buf, k, _mix(_mix(_seed(1, 1), aP), bP), tag, dist, umask)
-    k = _emit(buf, k, _mix(_mix(_seed(1, 2), aW), bW), tag, dist, umask)
-    k = _emit(buf, k, _mix(_mix(_seed(1, 3), aW), bP), tag, dist, umask)
-    k = _emit(buf, k, _mix(_mix(_seed(1, 4), aP), bW), tag, dist, umask)
-    k = _emit(buf, k, _mix(_mix(_mix(_seed(1, 5), hW), aP), bP), tag, dist, umask)
-    k = _emit(buf, k, _mix(_mix(_mix(_seed(1, 6), hP), aW), bP), tag, dist, umask)
-    k = _emit(buf, k, _mix(_mix(_mix(_seed(1, 7), hP), aP), bW), tag, dist, umask)
-    return k
+def compile_part_templates(kind: str, templates: list[str]) -> np.ndarray:
+    """Template strings of part kind ``kind`` -> int64 table (T, 1 + 3 MAX_PART_SLOTS),
+    rows ``[n_slots, attr_1, group_1, offset_1, ...]``. ValueError for a template
+    that reads an anchor the kind does not have (:data:`PART_ANCHORS`)."""
+    if kind not in PART_ANCHORS:
+        raise ValueError(f"unknown part kind {kind!r}; choose from {', '.join(KINDS)}")
+    anchors = {a: _GROUPS[a] for a in PART_ANCHORS[kind]}
+    table = np.zeros((len(templates), 1 + 3 * MAX_PART_SLOTS), dtype=np.int64)
+    for t, spec in enumerate(templates):
+        if not isinstance(spec, str):
+            raise ValueError(f"template {spec!r} is not a string")
+        slots = template_slots(spec, anchors, ATTR_INDEX, MAX_PART_SLOTS)
+        table[t, 0] = len(slots)
+        for s, (group, off, attr) in enumerate(slots):
+            table[t, 1 + 3 * s: 4 + 3 * s] = (ATTR_INDEX[attr], group, off)
+    return table
 
 
 @njit(cache=True)
-def grand_ids(codes, g, h, m, umask, buf):
-    """Feature ids of grandparent part (g, h, m)."""
-    gW, gP = codes[W_ATTR, g + 1], codes[P_ATTR, g + 1]
-    hW, hP = codes[W_ATTR, h + 1], codes[P_ATTR, h + 1]
-    mW, mP = codes[W_ATTR, m + 1], codes[P_ATTR, m + 1]
-    tag = (1 if h > g else 2) * 4 + (1 if m > h else 2)
-    dist = _bkt(m - h)
-    k = 0
-    k = _emit(buf, k, _mix(_mix(_mix(_seed(2, 0), gP), hP), mP), tag, dist, umask)
-    k = _emit(buf, k, _mix(_mix(_seed(2, 1), gP), mP), tag, dist, umask)
-    k = _emit(buf, k, _mix(_mix(_seed(2, 2), gW), mP), tag, dist, umask)
-    k = _emit(buf, k, _mix(_mix(_seed(2, 3), gP), mW), tag, dist, umask)
-    k = _emit(buf, k, _mix(_mix(_mix(_seed(2, 4), gW), hP), mP), tag, dist, umask)
-    k = _emit(buf, k, _mix(_mix(_mix(_seed(2, 5), gP), hW), mP), tag, dist, umask)
-    k = _emit(buf, k, _mix(_mix(_mix(_seed(2, 6), gP), hP), mW), tag, dist, umask)
-    k = _emit(buf, k, _mix(_mix(_seed(2, 7), gW), mW), tag, dist, umask)
-    return k
-
-
-@njit(cache=True)
-def gsib_ids(codes, g, h, a, b, umask, buf):
-    """Feature ids of grand-sibling part (g, h, a, b)."""
-    gW, gP = codes[W_ATTR, g + 1], codes[P_ATTR, g + 1]
-    hP = codes[P_ATTR, h + 1]
-    if a == h:
-        aW, aP = _NONE, _NONE
-    else:
-        aW, aP = codes[W_ATTR, a + 1], codes[P_ATTR, a + 1]
-    bW, bP = codes[W_ATTR, b + 1], codes[P_ATTR, b + 1]
-    tag = (1 if h > g else 2) * 4 + (1 if b > h else 2)
-    dist = _bkt(b - a)
-    k = 0
-    k = _emit(buf, k, _mix(_mix(_mix(_mix(_seed(3, 0), gP), hP), aP), bP), tag, dist, umask)
-    k = _emit(buf, k, _mix(_mix(_mix(_seed(3, 1), gP), aP), bP), tag, dist, umask)
-    k = _emit(buf, k, _mix(_mix(_mix(_mix(_seed(3, 2), gW), hP), aP), bP), tag, dist, umask)
-    k = _emit(buf, k, _mix(_mix(_mix(_mix(_seed(3, 3), gP), hP), aW), bP), tag, dist, umask)
-    k = _emit(buf, k, _mix(_mix(_mix(_mix(_seed(3, 4), gP), hP), aP), bW), tag, dist, umask)
-    k = _emit(buf, k, _mix(_mix(_mix(_seed(3, 5), gP), aW), bP), tag, dist, umask)
-    k = _emit(buf, k, _mix(_mix(_mix(_seed(3, 6), gP), aP), bW), tag, dist, umask)
-    return k
-
-
-@njit(cache=True)
-def tri_ids(codes, h, a, b, c, umask, buf):
-    """Feature ids of tri-sibling part (h, a, b, c)."""
-    hW, hP = codes[W_ATTR, h + 1], codes[P_ATTR, h + 1]
-    if a == h:
-        aW, aP = _NONE, _NONE
-    else:
-        aW, aP = codes[W_ATTR, a + 1], codes[P_ATTR, a + 1]
-    bP = codes[P_ATTR, b + 1]
-    cW, cP = codes[W_ATTR, c + 1], codes[P_ATTR, c + 1]
-    tag = 1 if c > h else 2
-    dist = _bkt(c - b)
-    k = 0
-    k = _emit(buf, k, _mix(_mix(_mix(_mix(_seed(4, 0), hP), aP), bP), cP), tag, dist, umask)
-    k = _emit(buf, k, _mix(_mix(_mix(_seed(4, 1), aP), bP), cP), tag, dist, umask)
-    k = _emit(buf, k, _mix(_mix(_mix(_seed(4, 2), hP), aP), cP), tag, dist, umask)
-    k = _emit(buf, k, _mix(_mix(_seed(4, 3), aP), cP), tag, dist, umask)
-    k = _emit(buf, k, _mix(_mix(_mix(_mix(_seed(4, 4), hW), aP), bP), cP), tag, dist, umask)
-    k = _emit(buf, k, _mix(_mix(_mix(_seed(4, 5), aP), bP), cW), tag, dist, umask)
-    k = _emit(buf, k, _mix(_mix(_mix(_seed(4, 6), aW), bP), cP), tag, dist, umask)
-    return k
+def part_hashes(codes, tmpl, kind):
+    """Hashes ``G[group, t, j]`` of template t's slots anchored in ``group`` (0 h,
+    1 m, 2 s, 3 g, 4 t) read at position j - 1 (j = 0..n+1), and at column n + 2 the
+    "none" anchor. A group the template does not read holds one constant. O(T n)."""
+    n = codes.shape[1] - 3
+    last = codes.shape[1] - 1
+    T = tmpl.shape[0]
+    G = np.empty((5, T, n + 3), dtype=np.uint64)
+    for t in range(T):
+        ns = tmpl[t, 0]
+        for grp in range(5):
+            seed = _mix(_mix(_SEED, kind * 64 + t + 1), grp + 1)
+            reads = False
+            for s in range(ns):
+                if tmpl[t, 2 + 3 * s] == grp:
+                    reads = True
+            if not reads:
+                G[grp, t, :] = _fmix(seed)
+                continue
+            for j in range(n + 2):
+                hv = seed
+                for s in range(ns):
+                    if tmpl[t, 2 + 3 * s] != grp:
+                        continue
+                    q = j + tmpl[t, 3 + 3 * s]
+                    q = 0 if q < 0 else (last if q > last else q)
+                    hv = _mix(hv, codes[tmpl[t, 1 + 3 * s], q])
+                G[grp, t, j] = _fmix(hv)
+            G[grp, t, n + 2] = _fmix(_mix(seed, _NONE))
+    return G
 
 
 @njit(cache=True, inline="always")
-def _dot(w, buf, k):
+def _dir(a, b):
+    return 1 if b > a else 2
+
+
+@njit(cache=True, inline="always")
+def _part_dot(G, jh, jm, js, jg, jt, tag, dist, shift, w):
+    """Score of a part: the weights of both slots of every template's block."""
+    tv = _fmix(_mix(_TAG_SEED, tag))
+    dslot = 1 + _bucket(dist if dist > 0 else -dist)
     s = 0.0
-    for i in range(k):
-        s += w[buf[i]]
+    for t in range(G.shape[1]):
+        x = _pos(G[0, t, jh] ^ G[1, t, jm] ^ G[2, t, js] ^ G[3, t, jg] ^ G[4, t, jt] ^ tv,
+                 shift)
+        s += w[_slot(x, 0, 1)] + w[_slot(x, dslot, 1)]
     return s
 
 
+@njit(cache=True, inline="always")
+def _part_ids(G, jh, jm, js, jg, jt, tag, dist, shift, ids, pos):
+    """Write a part's feature ids (2 per template) at ``ids[pos:]``; returns the end."""
+    tv = _fmix(_mix(_TAG_SEED, tag))
+    dslot = 1 + _bucket(dist if dist > 0 else -dist)
+    for t in range(G.shape[1]):
+        x = _pos(G[0, t, jh] ^ G[1, t, jm] ^ G[2, t, js] ^ G[3, t, jg] ^ G[4, t, jt] ^ tv,
+                 shift)
+        ids[pos] = np.int64(_slot(x, 0, 1))
+        ids[pos + 1] = np.int64(_slot(x, dslot, 1))
+        pos += 2
+    return pos
+
+
+# the anchors of each kind as columns of part_hashes (p + 1; none = n + 2); groups a
+# kind does not read get column 0 (their hashes are constant)
+@njit(cache=True, inline="always")
+def _col(p, h, none):
+    return none if p == h else p + 1
+
+
 @njit(cache=True)
-def part_scores_kernel(codes, slot, width, arcid, sib_off, grand_off, gsib_off, tri_off,
-                       w, mask, use_sib, use_grand, use_gsib, use_tri, projective,
-                       sib_out, grand_out, gsib_out, tri_out):
+def part_scores_kernel(slot, width, arcid, sib_off, grand_off, gsib_off, tri_off,
+                       w, bits, Gsib, Ggrand, Ggsib, Gtri, use_sib, use_grand, use_gsib,
+                       use_tri, projective, sib_out, grand_out, gsib_out, tri_out):
     """Fill the compact flat score arrays of every part the decoders can read
     (``projective``: only grandparents outside the span of h -> m, the only ones a
-    projective tree can have)."""
-    n = codes.shape[1] - 3
-    umask = np.uint64(mask)
-    buf = np.empty(_BUF, dtype=np.int64)
+    projective tree can have). G*: :func:`part_hashes` of each kind."""
+    n = slot.shape[0] - 1
+    none = n + 2
+    shift = np.uint64(64 - bits)
     kids = np.empty(n + 1, dtype=np.int64)
     pars = np.empty(n + 1, dtype=np.int64)
     for h in range(n + 1):
@@ -199,9 +201,10 @@ def part_scores_kernel(codes, slot, width, arcid, sib_off, grand_off, gsib_off, 
                 else:
                     a = h
                 sa = slot[h, a]
+                ca = _col(a, h, none)
                 if use_sib:
-                    k = sib_ids(codes, h, a, b, umask, buf)
-                    sib_out[sib_off[h] + sa * W + sb] = _dot(w, buf, k)
+                    sib_out[sib_off[h] + sa * W + sb] = _part_dot(
+                        Gsib, h + 1, b + 1, ca, 0, 0, _dir(h, b), b - a, shift, w)
                 if use_tri and a != h:
                     for ix in range(-1, nk):
                         if ix >= 0:
@@ -210,40 +213,36 @@ def part_scores_kernel(codes, slot, width, arcid, sib_off, grand_off, gsib_off, 
                                 continue
                         else:
                             x = h
-                        k = tri_ids(codes, h, x, a, b, umask, buf)
-                        tri_out[tri_off[h] + (slot[h, x] * W + sa) * W + sb] = _dot(w, buf, k)
+                        tri_out[tri_off[h] + (slot[h, x] * W + sa) * W + sb] = _part_dot(
+                            Gtri, h + 1, b + 1, ca, 0, _col(x, h, none), _dir(h, b), b - a,
+                            shift, w)
                 if h > 0 and (use_gsib or (use_grand and a == h)):
                     for j in range(npar):
                         g = pars[j]
                         ag = arcid[g, h]
                         if g == b or (projective and lo <= g <= hi):
                             continue
+                        tag = _dir(g, h) * 4 + _dir(h, b)
                         if use_grand and a == h:
-                            k = grand_ids(codes, g, h, b, umask, buf)
-                            grand_out[grand_off[ag] + sb] = _dot(w, buf, k)
+                            grand_out[grand_off[ag] + sb] = _part_dot(
+                                Ggrand, h + 1, b + 1, 0, g + 1, 0, tag, b - h, shift, w)
                         if use_gsib:
-                            k = gsib_ids(codes, g, h, a, b, umask, buf)
-                            gsib_out[gsib_off[ag] + sa * W + sb] = _dot(w, buf, k)
-
-
-@njit(cache=True, inline="always")
-def _copy_ids(buf, k, ids, pos):
-    for i in range(k):
-        ids[pos + i] = buf[i]
-    return pos + k
+                            gsib_out[gsib_off[ag] + sa * W + sb] = _part_dot(
+                                Ggsib, h + 1, b + 1, ca, g + 1, 0, tag, b - a, shift, w)
 
 
 @njit(cache=True)
-def tree_ids_kernel(codes, heads, mask, use_sib, use_grand, use_gsib, use_tri, outer_only):
-    """Ids (int64, with repeats) of every higher-order feature of the tree's parts.
-
-    At most 60 ids per child (16 sib + 14 trisib + 16 grand + 14 gsib), or 30 per
-    child and 60 per head with ``outer_only``: 4 * _BUF per word is enough.
-    """
+def tree_ids_kernel(heads, bits, Gsib, Ggrand, Ggsib, Gtri, use_sib, use_grand, use_gsib,
+                    use_tri, outer_only):
+    """Ids (int64, with repeats) of every higher-order feature of the tree's parts:
+    2 per template of each part (a child has at most one part of each kind, or with
+    ``outer_only`` a head's grand and gsib parts are those of its outermost child
+    per side)."""
     n = heads.shape[0] - 1
-    umask = np.uint64(mask)
-    buf = np.empty(_BUF, dtype=np.int64)
-    ids = np.empty(4 * _BUF * (n + 1), dtype=np.int64)
+    none = n + 2
+    shift = np.uint64(64 - bits)
+    per_child = 2 * (Gsib.shape[1] + Ggrand.shape[1] + Ggsib.shape[1] + Gtri.shape[1])
+    ids = np.empty(per_child * (n + 1) + 1, dtype=np.int64)
     pos = 0
     for h in range(n + 1):
         g = heads[h] if h > 0 else -1
@@ -251,33 +250,39 @@ def tree_ids_kernel(codes, heads, mask, use_sib, use_grand, use_gsib, use_tri, o
             step = 1 if side == 0 else -1
             x = h
             y = h
-            nchild = 0
             last = -1
             last_prev = -1
             m = h + step
             while 0 < m <= n:
                 if heads[m] == h:
+                    cx = _col(x, h, none)
                     if use_sib:
-                        pos = _copy_ids(buf, sib_ids(codes, h, x, m, umask, buf), ids, pos)
-                    if use_tri and nchild >= 1:
-                        pos = _copy_ids(buf, tri_ids(codes, h, y, x, m, umask, buf), ids, pos)
+                        pos = _part_ids(Gsib, h + 1, m + 1, cx, 0, 0, _dir(h, m), m - x,
+                                        shift, ids, pos)
+                    if use_tri and x != h:
+                        pos = _part_ids(Gtri, h + 1, m + 1, cx, 0, _col(y, h, none),
+                                        _dir(h, m), m - x, shift, ids, pos)
                     if g >= 0 and not outer_only:
+                        tag = _dir(g, h) * 4 + _dir(h, m)
                         if use_grand:
-                            pos = _copy_ids(buf, grand_ids(codes, g, h, m, umask, buf), ids, pos)
+                            pos = _part_ids(Ggrand, h + 1, m + 1, 0, g + 1, 0, tag, m - h,
+                                            shift, ids, pos)
                         if use_gsib:
-                            pos = _copy_ids(buf, gsib_ids(codes, g, h, x, m, umask, buf), ids, pos)
+                            pos = _part_ids(Ggsib, h + 1, m + 1, cx, g + 1, 0, tag, m - x,
+                                            shift, ids, pos)
                     last_prev = x
                     last = m
                     y = x
                     x = m
-                    nchild += 1
                 m += step
             if g >= 0 and outer_only and last >= 0:
+                tag = _dir(g, h) * 4 + _dir(h, last)
                 if use_grand:
-                    pos = _copy_ids(buf, grand_ids(codes, g, h, last, umask, buf), ids, pos)
+                    pos = _part_ids(Ggrand, h + 1, last + 1, 0, g + 1, 0, tag, last - h,
+                                    shift, ids, pos)
                 if use_gsib:
-                    pos = _copy_ids(buf, gsib_ids(codes, g, h, last_prev, last, umask, buf),
-                                    ids, pos)
+                    pos = _part_ids(Ggsib, h + 1, last + 1, _col(last_prev, h, none), g + 1,
+                                    0, tag, last - last_prev, shift, ids, pos)
     return ids[:pos]
 
 
@@ -295,9 +300,12 @@ class HigherOrderFeatures:
         bits: weight vector size ``2**bits`` (use the first-order FeatureSet's bits).
         outer_only: grand / gsib parts only of each head's outermost child per side
             (the factorization of the Model 2 decoder).
+        templates: {kind: template strings} for the kinds in ``parts`` (default
+            :data:`DEFAULT_PART_TEMPLATES`); ValueError for a bad template.
     """
 
-    def __init__(self, parts: tuple[str, ...] | list[str], bits: int, outer_only: bool = False):
+    def __init__(self, parts: tuple[str, ...] | list[str], bits: int, outer_only: bool = False,
+                 templates: dict[str, list[str]] | None = None):
         bad = set(parts) - set(KINDS)
         if bad:
             raise ValueError(f"unknown part kinds {sorted(bad)}; choose from {list(KINDS)}")
@@ -306,6 +314,23 @@ class HigherOrderFeatures:
         self.outer_only = bool(outer_only)
         #: (sib, grand, gsib, trisib) used
         self.flags: tuple[bool, bool, bool, bool] = tuple(k in self.parts for k in KINDS)
+        templates = DEFAULT_PART_TEMPLATES if templates is None else templates
+        missing = [k for k in self.parts if k not in templates]
+        if missing:
+            raise ValueError(f"no templates for part kind(s) {', '.join(missing)}")
+        self.templates = {k: list(templates[k]) for k in self.parts}
+        self.tables = {k: compile_part_templates(k, self.templates[k]) for k in self.parts}
+
+    def config(self) -> dict:
+        """What a model file stores to rebuild these features (with ``bits``)."""
+        return {"parts": list(self.parts), "outer_only": self.outer_only,
+                "templates": {k: list(v) for k, v in self.templates.items()}}
+
+    def hashes(self, codes: np.ndarray) -> tuple[np.ndarray, ...]:
+        """:func:`part_hashes` of every kind for a sentence (a kind not used: an empty
+        table), in the order of ``KINDS``. O(T n)."""
+        return tuple(part_hashes(codes, self.tables[k], _KIND_CODE[k]) if k in self.tables
+                     else _NO_TABLE for k in KINDS)
 
     def part_scores(self, codes: np.ndarray, index, w: np.ndarray, projective: bool = True
                     ) -> dict[str, np.ndarray | None]:
@@ -315,14 +340,14 @@ class HigherOrderFeatures:
         sentence; w: (2**bits,) weights. ``projective=False`` also scores the
         grandparent parts only non-projective trees have (g inside the span of
         h -> m, for hill-climbing). Returns {kind: flat array or None}.
-        Cost: one hash-and-gather pass per candidate part.
+        Cost: one cache line per template and candidate part.
         """
         us, ug, ugs, ut = self.flags
         sib = np.zeros(index.n_sib) if us else _UNUSED
         grand = np.zeros(index.n_grand) if ug else _UNUSED
         gsib = np.zeros(index.n_gsib) if ugs else _UNUSED
         tri = np.zeros(index.n_tri) if ut else _UNUSED
-        part_scores_kernel(codes, *index.tables(), w, (1 << self.bits) - 1, us, ug, ugs, ut,
+        part_scores_kernel(*index.tables(), w, self.bits, *self.hashes(codes), us, ug, ugs, ut,
                            bool(projective), sib, grand, gsib, tri)
         return {"sib": sib if us else None, "grand": grand if ug else None,
                 "gsib": gsib if ugs else None, "trisib": tri if ut else None}
@@ -330,10 +355,10 @@ class HigherOrderFeatures:
     def tree_ids(self, codes: np.ndarray, heads: np.ndarray) -> np.ndarray:
         """Explicit ids (int64, repeats kept) of every higher-order feature of the
         parts of tree ``heads`` (non-projective trees too). O(n^2) for the sibling
-        chains, about 16 ids per part."""
+        chains, 2 ids per template and part."""
         us, ug, ugs, ut = self.flags
-        return tree_ids_kernel(codes, np.asarray(heads, dtype=np.int64), (1 << self.bits) - 1,
-                               us, ug, ugs, ut, self.outer_only)
+        return tree_ids_kernel(np.asarray(heads, dtype=np.int64), self.bits,
+                               *self.hashes(codes), us, ug, ugs, ut, self.outer_only)
 
     def accumulate_tree(self, codes: np.ndarray, heads: np.ndarray, out: np.ndarray,
                         scale: float = 1.0) -> None:

@@ -61,7 +61,7 @@ import numpy as np
 
 from arboreal.errors import ArborealError, ModelError
 from arboreal.features.first_order import ATTRS, FeatureSet
-from arboreal.features.higher_order import KINDS, HigherOrderFeatures
+from arboreal.features.higher_order import KINDS, HigherOrderFeatures, compile_part_templates
 from arboreal.inference import chu_liu_edmonds, eisner, marginals
 from arboreal.inference.higher_order import (
     PartIndex,
@@ -87,7 +87,9 @@ from arboreal.models.serialization import (get_weights, load_model_file, put_str
 PART_NAMES = {"sibling": "sib", "grandparent": "grand", "grand-sibling": "gsib",
               "tri-sibling": "trisib"}
 DEFAULT_PARTS = {1: (), 2: ("sib", "grand"), 3: ("sib", "grand", "gsib", "trisib")}
-FORMAT_VERSION = 2   # layout of this module's arrays inside the common model format
+FORMAT_VERSION = 3   # layout of this module's arrays inside the common model format
+#: version 3 stores the part templates in the file; older files hashed hand-written ones
+OLDEST_FORMAT = 3
 LEARNERS = ("perceptron", "mira")
 GRAND_SCOPES = ("outer", "all")
 
@@ -166,12 +168,13 @@ class HigherOrderParser(PipelineMixin):
     model_type = "higher-order"
 
     def __init__(self, order: int = 2, parts: str | Sequence[str] | None = None,
-                 features: str = "mcdonald", bits: int = 22, epochs: int = 10,
+                 features: str = "default", bits: int = 22, epochs: int = 10,
                  pruner_epochs: int = 5, max_heads: int = 10, threshold: float = 1e-4,
                  single_root: bool = True, seed: int = 0, learner: str = "perceptron",
                  prune_temperature: float = 30.0, C: float = np.inf, projective: bool = True,
                  grand_scope: str = "all", projectivize: bool = False,
-                 memory_budget: float | None = DEFAULT_BUDGET):
+                 memory_budget: float | None = DEFAULT_BUDGET,
+                 part_templates: dict[str, list[str]] | None = None):
         if learner not in LEARNERS:
             raise ValueError(f"learner {learner!r} is not available for higher-order models "
                              f"(choose from {', '.join(LEARNERS)})")
@@ -200,7 +203,8 @@ class HigherOrderParser(PipelineMixin):
         self.seed = int(seed)
         self.learner = learner
         self.fs: FeatureSet | None = None
-        self.hof = HigherOrderFeatures(self.parts, self.bits, outer_only=self.outer_only)
+        self.hof = HigherOrderFeatures(self.parts, self.bits, outer_only=self.outer_only,
+                                       templates=part_templates)
         self.w_prune: np.ndarray | None = None
         self.w: np.ndarray | None = None
         self.labeler: Labeler | None = None
@@ -630,6 +634,7 @@ class HigherOrderParser(PipelineMixin):
             arrays["allowed"] = np.packbits(self.fs.allowed)
         meta = {"model_type": self.model_type, "module_version": FORMAT_VERSION,
                 "options": self._options(), "features": self.fs.config(),
+                "part_templates": self.hof.templates,
                 "labeler": {"templates": self.labeler.templates, "bits": self.labeler.bits},
                 "stats": self.stats, **self.meta}
         put_pipeline(self, meta, arrays)
@@ -653,7 +658,11 @@ class HigherOrderParser(PipelineMixin):
             raise ModelError(f"{path}: model type {meta.get('model_type')!r:.40} is not "
                              f"{cls.model_type!r}")
         fields = MetaFields(path, meta)
-        fields.int("module_version", 1, FORMAT_VERSION, default=FORMAT_VERSION)
+        version = fields.int("module_version", 1, FORMAT_VERSION, default=FORMAT_VERSION)
+        if version < OLDEST_FORMAT:
+            raise ModelError(f"{path}: higher-order model of format {version}, written by an "
+                             f"older arboreal whose part features this version no longer "
+                             f"computes; retrain it")
         o = fields.section("options")
         C = o.number("C", 0.0, float(np.finfo(np.float64).max), default=None, lo_open=True,
                      none_ok=True)
@@ -670,6 +679,18 @@ class HigherOrderParser(PipelineMixin):
             grand_scope=o.choice("grand_scope", GRAND_SCOPES, default="outer"),
             projectivize=o.bool("projectivize", default=False))
         stats = fields.json("stats", dict, default={})
+        try:
+            kinds = parse_parts(options["order"], options["parts"])
+        except ValueError as exc:
+            raise o.fail("parts", str(exc)) from None
+        section = fields.section("part_templates")
+        templates = {k: section.strings(k) for k in kinds}
+        for k in kinds:
+            try:
+                compile_part_templates(k, templates[k])
+            except ValueError as exc:
+                raise section.fail(k, f"holds a bad template ({exc})") from None
+        options["part_templates"] = templates
         try:
             p = cls(**options)
             p.fs = feature_set_from_file(fields, arrays)

@@ -53,7 +53,7 @@ def _scores(gold, heads, labels):
 def _pass_seconds(config, train, args):
     """CPU seconds of one objective + gradient evaluation at w = 0 (after a warm-up)."""
     from arboreal.features import FeatureSet
-    from arboreal.learn import ArcFactoredData
+    from arboreal.learn import TrainingData
 
     fs = FeatureSet("default", bits=args.bits).fit(train)
     enc = fs.encode(train)
@@ -70,7 +70,7 @@ def _pass_seconds(config, train, args):
         index = {lab: i for i, lab in enumerate(labels.tolist())}
         gold = [np.array([-1] + [index[d] for d in s.deprels[1:].tolist()]) for s in train]
         lf = LabelFeatures.for_features(fs, labels, bits=args.label_feature_bits)
-        data = ArcFactoredData(fs, enc, heads, projective, True,
+        data = TrainingData(fs, enc, heads, projective, True,
                                extra={"label_features": lf, "labels": gold})
         lb = LabeledBuckets(data)
         obs = lb.observed_labeled()
@@ -81,7 +81,7 @@ def _pass_seconds(config, train, args):
         return time.process_time() - t, len(labels)
     from arboreal.learn.loglinear import ScoredBuckets, loglinear_objective
 
-    data = ArcFactoredData(fs, enc, heads, projective, True)
+    data = TrainingData(fs, enc, heads, projective, True)
     sb = ScoredBuckets(data)
     obs = sb.observed(fs.dim)
     w = np.zeros(fs.dim)

@@ -46,7 +46,7 @@ def main(argv=None) -> int:
     from arboreal.features import FeatureSet
     from arboreal.features.first_order import default_templates, mcdonald_templates
     from arboreal.io.conllu import read_conllu
-    from arboreal.learn import ArcFactoredData
+    from arboreal.learn import TrainingData
     from arboreal.learn.eg import ExponentiatedGradient
     from arboreal.learn.loglinear import ScoredBuckets, loglinear_objective
     from arboreal.trees.projectivize import projectivize
@@ -70,7 +70,7 @@ def main(argv=None) -> int:
         def data(projective, subset=None):
             ss = proj_sents if projective else sents
             idx = range(len(ss)) if subset is None else subset
-            return ArcFactoredData(features=fs, encoded=[encs[i] for i in idx],
+            return TrainingData(features=fs, encoded=[encs[i] for i in idx],
                                    heads=[ss[i].heads for i in idx], projective=projective,
                                    single_root=True)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from arboreal.learn import ArcFactoredData
+from arboreal.learn import TrainingData
 
 
 class MockEncoded:
@@ -51,12 +51,12 @@ class MockFeatures:
 
 
 def mock_data(lengths, dim=40, k=3, seed=0, projective=True, single_root=True, trees=None):
-    """ArcFactoredData over random arc features; gold trees drawn from ``trees(n)``."""
+    """TrainingData over random arc features; gold trees drawn from ``trees(n)``."""
     rng = np.random.default_rng(seed)
     encs, heads = [], []
     for n in lengths:
         encs.append(MockEncoded(rng.integers(0, dim, size=(n + 1, n + 1, k))))
         cand = trees(n)
         heads.append(cand[rng.integers(len(cand))].copy())
-    return ArcFactoredData(features=MockFeatures(dim), encoded=encs, heads=heads,
+    return TrainingData(features=MockFeatures(dim), encoded=encs, heads=heads,
                            projective=projective, single_root=single_root)

@@ -295,12 +295,12 @@ def test_the_average_is_over_every_step_of_every_shard(treebank):
     """The lazily kept average equals the explicit mean of the initial zero vector
     and every vector a shard held after each of its steps, in every epoch."""
     from arboreal.features import FeatureSet
-    from arboreal.learn import ArcFactoredData, get_learner
+    from arboreal.learn import TrainingData, get_learner
     from arboreal.learn.mixing import ParameterMixing
 
     train = [s for s in treebank[0] if len(s) <= 15][:40]
     fs = FeatureSet("mcdonald", bits=12).fit(train)
-    data = ArcFactoredData(fs, fs.encode(train), [s.heads.astype(np.int64) for s in train])
+    data = TrainingData(fs, fs.encode(train), [s.heads.astype(np.int64) for s in train])
     inner = get_learner("perceptron")
     seen: list[np.ndarray] = []
 

@@ -8,7 +8,7 @@ from _arc_mock import mock_data
 from brute_force import all_trees, tree_scores
 from test_loglinear import tiny_treebank, train_accuracy
 
-from arboreal.learn import LEARNERS, ArcFactoredData
+from arboreal.learn import LEARNERS, TrainingData
 from arboreal.learn.eg import ExponentiatedGradient, primal_objective
 from arboreal.learn.loglinear import ScoredBuckets
 
@@ -92,7 +92,7 @@ def test_registered():
 @pytest.mark.parametrize("projective", [True, False])
 def test_tiny_treebank_fitted_exactly(projective):
     sents, fs, encs = tiny_treebank()
-    data = ArcFactoredData(features=fs, encoded=encs, heads=[s.heads for s in sents],
+    data = TrainingData(features=fs, encoded=encs, heads=[s.heads for s in sents],
                            projective=projective, single_root=True)
     w = ExponentiatedGradient(C=1.0, primal=False).fit(data, epochs=30)
     assert train_accuracy(fs, encs, sents, w, projective) == 1.0

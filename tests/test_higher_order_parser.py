@@ -252,12 +252,14 @@ def test_unsupported_higher_order_learner_is_a_clear_error(tmp_path, capsys):
     assert "Traceback" not in err
 
 
-def _dense_reference_fit(model, encs, golds, allowed, epochs):
-    """The slow way: phi(gold) - phi(pred) built in a dense 2**bits vector per update."""
+def _dense_reference_fit(model, encs, golds, allowed, epochs, mira=True):
+    """The slow way: phi(gold) - phi(pred) built in a dense 2**bits vector per update
+    (step 1 for the perceptron, MIRA's closed form with ``mira``)."""
     from arboreal.learn.perceptron import final_weights
 
     dim = 1 << model.bits
-    w, u, c = np.zeros(dim), np.zeros(dim), 1.0
+    # float32 weights and running sums, as the learners keep them
+    w, u, c = np.zeros(dim, dtype=np.float32), np.zeros(dim, dtype=np.float32), 1.0
     rng = np.random.default_rng(model.seed)
     for _ in range(epochs):
         for i in rng.permutation(len(encs)):
@@ -271,16 +273,23 @@ def _dense_reference_fit(model, encs, golds, allowed, epochs):
                 model.hof.accumulate_tree(enc.codes, gold, diff, 1.0)
                 model.hof.accumulate_tree(enc.codes, pred, diff, -1.0)
                 norm = float(diff @ diff)
-                tau = min(model.C, max(0.0, (errors - float(w @ diff)) / norm)) if norm else 0.0
-                w += tau * diff
-                u += c * tau * diff
+                margin = float(w.astype(np.float64) @ diff)
+                tau = min(model.C, max(0.0, (errors - margin) / norm)) if norm else 0.0
+                if not mira:
+                    tau = 1.0
+                w += (tau * diff).astype(np.float32)
+                u += (c * tau * diff).astype(np.float32)
             c += 1.0
     return final_weights(w, u, c, True)
 
 
-@pytest.mark.parametrize("order", [2, 3])
-def test_sparse_mira_update_matches_dense_reference(sample, order):
-    """The explicit-id MIRA update gives the weights of the dense O(2**bits) update."""
+@pytest.mark.parametrize("order,learner", [(2, "mira"), (3, "mira"), (2, "perceptron")])
+def test_sparse_update_matches_dense_reference(sample, order, learner):
+    """MIRA's and the perceptron's explicit-id updates over arcs and parts (arboreal.learn,
+    the learners of every order) give the weights of the dense O(2**bits) update."""
+    from arboreal.learn import TrainingData, get_learner
+    from arboreal.learn.perceptron import signed_ids
+
     train = [s for s in sample[0] if len(s) <= 20][:25]
     model = HigherOrderParser(order=order, bits=14, learner="mira", C=0.5)
     model.fs = FeatureSet("mcdonald", bits=14).fit(train)
@@ -293,11 +302,13 @@ def test_sparse_mira_update_matches_dense_reference(sample, order):
         a = rng.random((n + 1, n + 1)) < 0.5
         a[s.heads[1:], np.arange(1, n + 1)] = True
         allowed.append(a)
-    want = _dense_reference_fit(model, encs, golds, allowed, 2)
-    got = model._perceptron(encs, golds, 2, lambda i, w: model._predict(encs[i], allowed[i], w),
-                            True, mira=True)
+    want = _dense_reference_fit(model, encs, golds, allowed, 2, mira=learner == "mira")
+    data = TrainingData(model.fs, encs, golds, parts=model.hof,
+                        decoder=lambda i, w: model._predict(encs[i], allowed[i], w))
+    got = get_learner(learner, **({"C": 0.5} if learner == "mira" else {})).fit(
+        data, 2, seed=model.seed)
     assert np.count_nonzero(want) > 1000
-    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     # the sparse difference itself, on trees that differ
     enc, gold = encs[0], golds[0]
     pred = model._predict(enc, allowed[0], rng.normal(size=1 << 14))
@@ -307,7 +318,7 @@ def test_sparse_mira_update_matches_dense_reference(sample, order):
     model.fs.accumulate_tree(enc, pred, dense, -1.0)
     model.hof.accumulate_tree(enc.codes, gold, dense, 1.0)
     model.hof.accumulate_tree(enc.codes, pred, dense, -1.0)
-    ids, d = model._sparse_diff(enc, gold, pred, True)
+    ids, d = signed_ids(*data.tree_items(0, gold, [pred]))
     assert np.array_equal(ids, np.flatnonzero(dense)) and np.array_equal(d, dense[ids])
 
 
@@ -442,3 +453,19 @@ def test_part_templates_are_saved_with_the_model(sample, tmp_path):
     save_model_file(tmp_path / "old.npz", meta, arrays)
     with pytest.raises(ModelError, match="retrain"):
         HigherOrderParser.load(tmp_path / "old.npz")
+
+
+@pytest.mark.parametrize("learner", ["loglinear", "eg", "factored-mira"])
+def test_arc_factored_learners_refuse_higher_order_parts(sample, learner):
+    """A learner that needs arc-factored marginals or constraints says so instead of
+    silently training the arc weights alone."""
+    from arboreal.learn import TrainingData, get_learner
+
+    train = sample[0][:5]
+    fs = FeatureSet("mcdonald", bits=12).fit(train)
+    encs = fs.encode(train)
+    data = TrainingData(fs, encs, [s.heads.astype(np.int64) for s in train],
+                        parts=HigherOrderFeatures(("sib",), 12),
+                        decoder=lambda i, w: train[i].heads.astype(np.int64))
+    with pytest.raises(ValueError, match="arc-factored"):
+        get_learner(learner).fit(data, 1)

@@ -11,7 +11,7 @@ from brute_force import all_trees
 from arboreal.features import FeatureSet
 from arboreal.features.labels import LabelFeatures
 from arboreal.io.sentence import Sentence
-from arboreal.learn import LEARNERS, ArcFactoredData
+from arboreal.learn import LEARNERS, TrainingData
 from arboreal.learn.labeled_loglinear import (LabeledBuckets, LabeledLogLinear, decode_labeled,
                                               labeled_objective)
 
@@ -51,7 +51,7 @@ def _data(sents, L, projective, single_root, bits=10, label_bits=8):
     lf = LabelFeatures.for_features(fs, labels, bits=label_bits)
     index = {lab: i for i, lab in enumerate(labels)}
     gold = [np.array([-1] + [index[d] for d in s.deprels[1:]]) for s in sents]
-    return ArcFactoredData(fs, enc, [np.asarray(s.heads, dtype=np.int64) for s in sents],
+    return TrainingData(fs, enc, [np.asarray(s.heads, dtype=np.int64) for s in sents],
                            projective=projective, single_root=single_root,
                            extra={"label_features": lf, "labels": gold})
 

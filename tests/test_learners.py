@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from arboreal.features import FeatureSet
-from arboreal.learn import LEARNERS, ArcFactoredData, decode, get_learner
+from arboreal.learn import LEARNERS, TrainingData, decode, get_learner
 from arboreal.learn.hildreth import hildreth
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample" / "en_ewt-sample-train.conllu"
@@ -25,7 +25,7 @@ def _data(sents, projective=True):
     # 2**20 weights: with 2**18 and word-pair templates sharing blocks the averaged
     # perceptron keeps one training error after 30 epochs (the plain one separates)
     fs = FeatureSet("mcdonald", bits=20).fit(sents)
-    return ArcFactoredData(fs, fs.encode(sents), [s.heads.astype(np.int64) for s in sents],
+    return TrainingData(fs, fs.encode(sents), [s.heads.astype(np.int64) for s in sents],
                            projective=projective, single_root=True)
 
 

@@ -9,7 +9,7 @@ import pytest
 from _arc_mock import mock_data
 from brute_force import all_trees, tree_scores
 
-from arboreal.learn import LEARNERS, ArcFactoredData
+from arboreal.learn import LEARNERS, TrainingData
 from arboreal.learn.loglinear import LogLinear, ScoredBuckets, length_buckets, loglinear_objective
 
 MODES = [(p, r) for p in (True, False) for r in (True, False)]
@@ -115,7 +115,7 @@ def train_accuracy(fs, encs, sents, w, projective):
 @pytest.mark.parametrize("projective", [True, False])
 def test_tiny_treebank_fitted_exactly(projective):
     sents, fs, encs = tiny_treebank()
-    data = ArcFactoredData(features=fs, encoded=encs, heads=[s.heads for s in sents],
+    data = TrainingData(features=fs, encoded=encs, heads=[s.heads for s in sents],
                            projective=projective, single_root=True)
     w = LogLinear(C=10.0).fit(data, epochs=60)
     assert train_accuracy(fs, encs, sents, w, projective) == 1.0

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from arboreal.features import FeatureSet
 from arboreal.inference.eisner import eisner_kbest
-from arboreal.learn import ArcFactoredData
+from arboreal.learn import TrainingData
 from arboreal.learn.hildreth import hildreth
 from arboreal.learn.mira import (FactoredMira, KBestMira, _HashScratch, _pairwise_sum,
                                  _solve_apply)
@@ -27,7 +27,7 @@ def setup():
 
     sents = [s for s in read_conllu(SAMPLE) if 2 <= len(s) <= 30][:12]
     fs = FeatureSet("mcdonald", bits=16).fit(sents)
-    data = ArcFactoredData(fs, fs.encode(sents), [s.heads.astype(np.int64) for s in sents])
+    data = TrainingData(fs, fs.encode(sents), [s.heads.astype(np.int64) for s in sents])
     return fs, data
 
 

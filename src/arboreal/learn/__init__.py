@@ -1,8 +1,8 @@
-"""Learners for arc-factored (first-order) parsers.
+"""Learners for factored parsers (arcs, and higher-order parts).
 
 Every learner implements the :class:`Learner` protocol: it receives an
-:class:`ArcFactoredData` (feature engine, encoded sentences, gold heads, decoding
-options) and returns a weight vector of shape ``(data.features.dim,)``. Learners
+a :class:`TrainingData` (feature engine, encoded sentences, gold heads, decoding
+options; with higher-order ``parts`` the model's decoder) and returns a weight vector of shape ``(data.features.dim,)``. Learners
 never read files; the model layer (``arboreal.models``) does I/O and dev evaluation
 through the ``on_epoch`` callback.
 
@@ -31,14 +31,14 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-__all__ = ["ArcFactoredData", "Learner", "LEARNERS", "get_learner", "decode", "decode_kbest"]
+__all__ = ["TrainingData", "require_arc_factored", "Learner", "LEARNERS", "get_learner", "decode", "decode_kbest"]
 
 
 @dataclass
-class ArcFactoredData:
-    """Training data of an arc-factored learner.
+class TrainingData:
+    """Training data of a learner: a factorization of trees into scored parts.
 
-    features: the :class:`~arboreal.features.FeatureSet` (fitted).
+    features: the :class:`~arboreal.features.FeatureSet` (fitted): the arc parts.
     encoded: list of :class:`~arboreal.features.EncodedSentence`, one per sentence.
     heads: list of gold heads arrays (n+1,), ``heads[0] = -1``.
     projective: decode with Eisner (True) or Chu-Liu-Edmonds (False).
@@ -47,6 +47,13 @@ class ArcFactoredData:
         sentence order of an epoch (the CLI passes a tqdm bar); learners iterate
         ``data.wrap(order, epoch)``.
     extra: free-form per-learner data (e.g. gold labels).
+    parts: higher-order part features sharing the arc features' weight vector
+        (:class:`~arboreal.features.higher_order.HigherOrderFeatures`), or None for
+        an arc-factored model.
+    decoder: ``decoder(i, w) -> heads`` (n+1,) the best tree of sentence i under
+        weights w over arcs and parts (required with ``parts``; the model owns
+        pruning and the higher-order decoders); None: arc-factored decoding by
+        ``projective``.
     """
 
     features: object
@@ -56,13 +63,80 @@ class ArcFactoredData:
     single_root: bool = True
     progress: Callable | None = None
     extra: dict = field(default_factory=dict)
+    parts: object | None = None
+    decoder: Callable[[int, np.ndarray], np.ndarray] | None = None
+
+    def __post_init__(self) -> None:
+        if self.parts is not None and self.decoder is None:
+            raise ValueError("higher-order parts need the model's decoder")
 
     def __len__(self) -> int:
         return len(self.encoded)
 
+    @property
+    def arc_factored(self) -> bool:
+        """Whether trees factor into arcs only (what marginal-based learners need)."""
+        return self.parts is None
+
     def wrap(self, order, epoch: int):
         """The sentence indices of one epoch, wrapped by ``progress`` if given."""
         return order if self.progress is None else self.progress(order, epoch)
+
+    def decode(self, i: int, w: np.ndarray) -> np.ndarray:
+        """The best tree (n+1,) of sentence i under weights w."""
+        if self.decoder is not None:
+            return self.decoder(i, w)
+        return decode(self.features.arc_scores(self.encoded[i], w), self.projective,
+                      self.single_root)
+
+    def tree_items(self, i: int, gold: np.ndarray, trees: list[np.ndarray]
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """phi(gold) - phi(tree) of each tree as signed lists of feature *items*
+        (arcs, and with ``parts`` each tree's higher-order parts as one item):
+        ``(offsets, ids, con_ptr, con_item, con_coef)``: item a's feature ids are
+        ``ids[offsets[a]:offsets[a+1]]``, constraint j (tree j) is
+        ``sum_p con_coef[p] * item(con_item[p])`` for p in
+        ``con_ptr[j]:con_ptr[j+1]``. Only arcs on which a tree differs from gold are
+        listed. O(features of those arcs and of the trees' parts)."""
+        enc = self.encoded[i]
+        arc_h, arc_m, con_ptr, con_item, con_coef = [], [], [0], [], []
+        for tree in trees:
+            wrong = np.flatnonzero(gold[1:] != tree[1:]) + 1
+            base = sum(len(x) for x in arc_h)
+            arc_h += [gold[wrong], tree[wrong]]
+            arc_m += [wrong, wrong]
+            k = wrong.size
+            con_item.append(base + np.arange(2 * k))
+            con_coef.append(np.repeat([1.0, -1.0], k))
+            con_ptr.append(con_ptr[-1] + 2 * k)
+        n_arcs = int(sum(len(x) for x in arc_h))
+        offsets, ids = self.features.arc_features(
+            enc, np.concatenate(arc_h).astype(np.int64), np.concatenate(arc_m).astype(np.int64))
+        if self.parts is not None:
+            # the gold tree's parts, then each tree's, one item each
+            blocks = [self.parts.tree_ids(enc.codes, t) for t in [gold, *trees]]
+            ends = offsets[-1] + np.cumsum([b.size for b in blocks])
+            offsets = np.concatenate([offsets, ends])
+            ids = np.concatenate([ids, *blocks])
+            ptr = [0]
+            items, coefs = [], []
+            for j in range(len(trees)):
+                a, b = con_ptr[j], con_ptr[j + 1]
+                items.append(np.concatenate([con_item[j], [n_arcs, n_arcs + 1 + j]]))
+                coefs.append(np.concatenate([con_coef[j], [1.0, -1.0]]))
+                ptr.append(ptr[-1] + (b - a) + 2)
+            con_item, con_coef, con_ptr = items, coefs, ptr
+        return (np.asarray(offsets, dtype=np.int64), np.asarray(ids, dtype=np.int64),
+                np.asarray(con_ptr, dtype=np.int64),
+                np.concatenate(con_item).astype(np.int64) if con_item else np.zeros(0, np.int64),
+                np.concatenate(con_coef) if con_coef else np.zeros(0))
+
+
+def require_arc_factored(data: TrainingData, learner: str) -> None:
+    """ValueError unless ``data`` is arc-factored (the marginal-based learners need the
+    exact first-order partition function)."""
+    if not data.arc_factored:
+        raise ValueError(f"learner {learner} needs an arc-factored model (first order)")
 
 
 EpochCallback = Callable[[int, np.ndarray], None]
@@ -80,7 +154,7 @@ class Learner(Protocol):
 
     name: str
 
-    def fit(self, data: ArcFactoredData, epochs: int, on_epoch: EpochCallback | None = None,
+    def fit(self, data: TrainingData, epochs: int, on_epoch: EpochCallback | None = None,
             seed: int = 0) -> np.ndarray: ...
 
 

@@ -54,7 +54,7 @@ from numba import njit
 
 from arboreal.features.hashing import aligned_zeros
 from arboreal.inference.partition import sentence_marginals_kernel
-from arboreal.learn import ArcFactoredData
+from arboreal.learn import TrainingData, require_arc_factored
 from arboreal.learn.loglinear import ScoredBuckets, accumulate_dense, batch_marginals
 
 __all__ = ["ExponentiatedGradient", "primal_objective"]
@@ -191,9 +191,10 @@ class ExponentiatedGradient:
         if self.verbose:
             print(msg, file=sys.stderr, flush=True)
 
-    def fit(self, data: ArcFactoredData, epochs: int,
+    def fit(self, data: TrainingData, epochs: int,
             on_epoch: Callable[[int, np.ndarray], None] | None = None,
             seed: int = 0) -> np.ndarray:
+        require_arc_factored(data, "eg")
         C = self.C
         fs = data.features
         proj, sroot = data.projective, data.single_root

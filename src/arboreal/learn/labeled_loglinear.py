@@ -20,7 +20,7 @@ labeled marginals to ``LabelFeatures.accumulate`` (v).
 The weight vector this learner returns (and passes to ``on_epoch``) is the
 concatenation ``[w (features.dim), v (label_features.dim)]``.
 
-Data: ``ArcFactoredData.extra`` must hold ``"label_features"`` (a LabelFeatures) and
+Data: ``TrainingData.extra`` must hold ``"label_features"`` (a LabelFeatures) and
 ``"labels"`` (one int array (n+1,) of gold label indices per sentence, index 0 = -1).
 
 Decoding (exact for first-order labeled trees): each arc takes its best label, then
@@ -35,7 +35,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from arboreal.features.labels import constrain_root_arcs
-from arboreal.learn import ArcFactoredData, decode
+from arboreal.learn import TrainingData, decode, require_arc_factored
 from arboreal.learn.loglinear import LogLinear, ScoredBuckets, accumulate_dense, length_buckets
 
 __all__ = ["LabeledLogLinear", "LabeledBuckets", "labeled_objective", "decode_labeled"]
@@ -47,7 +47,7 @@ _LABELED_ENTRIES = 1 << 22
 class LabeledBuckets(ScoredBuckets):
     """:class:`ScoredBuckets` with gold labels and label features; buckets sized for L."""
 
-    def __init__(self, data: ArcFactoredData, growth: float = 1.15):
+    def __init__(self, data: TrainingData, growth: float = 1.15):
         super().__init__(data, growth)
         try:
             self.label_features = data.extra["label_features"]
@@ -174,9 +174,10 @@ class LabeledLogLinear(LogLinear):
     name = "loglinear-labeled"
     labeled = True
 
-    def fit(self, data: ArcFactoredData, epochs: int,
+    def fit(self, data: TrainingData, epochs: int,
             on_epoch: Callable[[int, np.ndarray], None] | None = None,
             seed: int = 0) -> np.ndarray:
+        require_arc_factored(data, "loglinear-labeled")
         lb = LabeledBuckets(data)
         active = lb.active_labeled()
         self.history = []

@@ -42,7 +42,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from arboreal.features.hashing import aligned_zeros, as_aligned
-from arboreal.learn import ArcFactoredData
+from arboreal.learn import TrainingData, require_arc_factored
 
 __all__ = ["LogLinear", "loglinear_objective", "length_buckets", "ScoredBuckets"]
 
@@ -112,13 +112,13 @@ def batch_marginals(scores: np.ndarray, lengths: np.ndarray, projective: bool,
 
 
 class ScoredBuckets:
-    """The training sentences of an :class:`ArcFactoredData`, grouped in length buckets.
+    """The training sentences of an :class:`TrainingData`, grouped in length buckets.
 
     Gives padded (B, N+1, N+1) arc scores of a bucket for a weight vector and
     scatters padded per-arc coefficients back into feature space.
     """
 
-    def __init__(self, data: ArcFactoredData, growth: float = 1.15):
+    def __init__(self, data: TrainingData, growth: float = 1.15):
         self.data = data
         self.features = data.features
         self.encoded = data.encoded
@@ -254,9 +254,10 @@ class LogLinear:
         if self.verbose:
             print(msg, file=sys.stderr, flush=True)
 
-    def fit(self, data: ArcFactoredData, epochs: int,
+    def fit(self, data: TrainingData, epochs: int,
             on_epoch: Callable[[int, np.ndarray], None] | None = None,
             seed: int = 0) -> np.ndarray:
+        require_arc_factored(data, "loglinear")
         dim = data.features.dim
         sb = ScoredBuckets(data)
         active = sb.active(dim)

@@ -41,7 +41,7 @@ import numpy as np
 from numba import njit
 
 from arboreal.inference.eisner import eisner_kbest
-from arboreal.learn import ArcFactoredData, EpochCallback, decode
+from arboreal.learn import TrainingData, EpochCallback, decode
 from arboreal.learn.hildreth import _hildreth
 from arboreal.learn.perceptron import averaged_online_fit
 
@@ -417,18 +417,20 @@ class _MiraBase:
         if not self.C > 0:
             raise ValueError("MIRA option C must be > 0")
 
-    def fit(self, data: ArcFactoredData, epochs: int, on_epoch: EpochCallback | None = None,
+    def fit(self, data: TrainingData, epochs: int, on_epoch: EpochCallback | None = None,
             seed: int = 0) -> np.ndarray:
         return averaged_online_fit(data, epochs, self.make_update(data), self.average,
                                    on_epoch, seed)
 
-    def make_update(self, data: ArcFactoredData, count: bool = False):
+    def make_update(self, data: TrainingData, count: bool = False):
         """The step of :func:`~arboreal.learn.perceptron.averaged_online_fit` for
         ``data``: ``update(i, w, u, c)`` applies sentence i's MIRA update and returns
         whether it changed the weights (a violated constraint, some alpha != 0; known
         for free, so ``count`` changes nothing)."""
         fs = data.features
         scratch = _HashScratch()
+        if not data.arc_factored:
+            return self._parts_update(data, scratch)
 
         def update(i: int, w: np.ndarray, u: np.ndarray, c: float) -> bool:
             enc = data.encoded[i]
@@ -443,6 +445,34 @@ class _MiraBase:
             return _solve_apply(offsets, ids, con_ptr, con_arc, con_coef, b, self.C,
                                 self._closed_form_single, w, u, float(c), scratch.keys,
                                 scratch.kcol, _MAX_ITER, _EPS)
+
+        return update
+
+    def _parts_update(self, data: TrainingData, scratch: _HashScratch):
+        """The 1-best step for a model with higher-order parts (no k-best or factored
+        constraints there): one constraint phi(gold) - phi(pred) over the differing
+        arcs and both trees' parts, ``b = loss - w . diff`` with loss the number of
+        wrong heads, solved in closed form by :func:`_solve_apply`."""
+        if not self._closed_form_single:
+            raise ValueError(f"{self.name} needs arc-factored constraints; with "
+                             "higher-order parts use mira or kbest-mira")
+
+        def update(i: int, w: np.ndarray, u: np.ndarray, c: float) -> bool:
+            gold = np.asarray(data.heads[i], dtype=np.int64)
+            pred = data.decode(i, w)
+            loss = int((gold[1:] != pred[1:]).sum())
+            if loss == 0:
+                return False
+            offsets, ids, con_ptr, con_item, con_coef = data.tree_items(i, gold, [pred])
+            counts = np.diff(offsets)
+            item_score = np.bincount(np.repeat(np.arange(counts.size), counts),
+                                     weights=w[ids].astype(np.float64), minlength=counts.size)
+            b = np.array([loss - float(con_coef @ item_score[con_item])])
+            if b[0] <= 0:
+                return False
+            scratch.fit(ids.shape[0])
+            return _solve_apply(offsets, ids, con_ptr, con_item, con_coef, b, self.C, True,
+                                w, u, float(c), scratch.keys, scratch.kcol, _MAX_ITER, _EPS)
 
         return update
 

@@ -62,7 +62,7 @@ import numpy as np
 
 from arboreal.errors import ArborealError
 from arboreal.features.hashing import aligned_zeros
-from arboreal.learn import ArcFactoredData, EpochCallback
+from arboreal.learn import TrainingData, EpochCallback
 from arboreal.learn.perceptron import final_weights, online_epoch
 
 #: mixing weights: uniform (the mean) or error-weighted (McDonald et al. 2010, §4)
@@ -95,7 +95,7 @@ def run_shard_epoch(learner, features, encoded: list, heads: list, projective: b
     """One epoch of ``learner``'s online loop over one shard from the mixed weights
     ``m`` (not modified), step counter ``c`` and lazy-averaging sum ``u0`` (None:
     zeros): ``(w, u, steps, updates)``. Runs on a worker."""
-    data = ArcFactoredData(features, encoded, heads, projective=projective,
+    data = TrainingData(features, encoded, heads, projective=projective,
                            single_root=single_root)
     w = aligned_zeros(m.size)
     w[:] = m
@@ -182,7 +182,7 @@ class ParameterMixing:
         """What a model file records about the mixing."""
         return {"shards": self.shards, "mixing": self.mode}
 
-    def fit(self, data: ArcFactoredData, epochs: int, on_epoch: EpochCallback | None = None,
+    def fit(self, data: TrainingData, epochs: int, on_epoch: EpochCallback | None = None,
             seed: int = 0) -> np.ndarray:
         n = len(data)
         if self.shards > n:
@@ -214,7 +214,7 @@ def _advance(bar, k: int) -> None:
 class _LocalRunner:
     """The shards one after the other in this process."""
 
-    def __init__(self, mixing: ParameterMixing, data: ArcFactoredData, parts: list):
+    def __init__(self, mixing: ParameterMixing, data: TrainingData, parts: list):
         self.mixing = mixing
         self.data = data
         self.shards = [([data.encoded[j] for j in p], [data.heads[j] for j in p])
@@ -247,7 +247,7 @@ class _LocalRunner:
 class _DaskRunner:
     """The shards as Dask tasks: data scattered once, weights per epoch."""
 
-    def __init__(self, mixing: ParameterMixing, data: ArcFactoredData, parts: list):
+    def __init__(self, mixing: ParameterMixing, data: TrainingData, parts: list):
         from arboreal.distributed import check_client, dask_errors
 
         self.mixing = mixing

@@ -17,7 +17,7 @@ from typing import Callable
 import numpy as np
 
 from arboreal.features.hashing import aligned_zeros
-from arboreal.learn import ArcFactoredData, EpochCallback, decode
+from arboreal.learn import EpochCallback, TrainingData
 
 
 def update_coef(n: int, gold: np.ndarray, pred: np.ndarray) -> np.ndarray | None:
@@ -46,7 +46,7 @@ def final_weights(w: np.ndarray, u: np.ndarray, c: float, average: bool) -> np.n
     return out
 
 
-def online_epoch(data: ArcFactoredData, order: np.ndarray,
+def online_epoch(data: TrainingData, order: np.ndarray,
                  update: Callable[[int, np.ndarray, np.ndarray, float], object],
                  w: np.ndarray, u: np.ndarray, c: float, epoch: int) -> tuple[float, int]:
     """One epoch of the online loop: ``update(i, w, u, c)`` for each sentence i of
@@ -62,7 +62,7 @@ def online_epoch(data: ArcFactoredData, order: np.ndarray,
     return c, updates
 
 
-def averaged_online_fit(data: ArcFactoredData, epochs: int,
+def averaged_online_fit(data: TrainingData, epochs: int,
                         update: Callable[[int, np.ndarray, np.ndarray, float], object],
                         average: bool, on_epoch: EpochCallback | None = None,
                         seed: int = 0) -> np.ndarray:
@@ -100,23 +100,25 @@ class Perceptron:
     def __init__(self, average: bool = True):
         self.average = bool(average)
 
-    def fit(self, data: ArcFactoredData, epochs: int, on_epoch: EpochCallback | None = None,
+    def fit(self, data: TrainingData, epochs: int, on_epoch: EpochCallback | None = None,
             seed: int = 0) -> np.ndarray:
         return averaged_online_fit(data, epochs, self.make_update(data), self.average,
                                    on_epoch, seed)
 
-    def make_update(self, data: ArcFactoredData, count: bool = False) -> Callable:
+    def make_update(self, data: TrainingData, count: bool = False) -> Callable:
         """The step of :func:`averaged_online_fit` for ``data``: ``update(i, w, u, c)``
         decodes sentence i and updates on the words with a wrong head; with ``count`` it
         returns whether there was one (parameter mixing counts the mistakes; plain
         training skips that comparison)."""
         fs = data.features
         fast_update = getattr(fs, "accumulate_head_diff", None)
+        if not data.arc_factored:
+            return _parts_update(data)
 
         def update(i: int, w: np.ndarray, u: np.ndarray, c: float) -> bool:
             enc = data.encoded[i]
             gold = data.heads[i]
-            pred = decode(fs.arc_scores(enc, w), data.projective, data.single_root)
+            pred = data.decode(i, w)
             if fast_update is not None:   # one kernel call instead of coef + two accumulates
                 fast_update(enc, gold, pred, w, u, c)
                 return count and not np.array_equal(gold[1:], pred[1:])
@@ -128,3 +130,34 @@ class Perceptron:
             return True
 
         return update
+
+
+def _parts_update(data: TrainingData) -> Callable:
+    """The perceptron step for a model with higher-order parts: add phi(gold) -
+    phi(pred) over the differing arcs and both trees' parts (shared parts cancel).
+    O(features of those arcs and parts), never O(dim)."""
+
+    def update(i: int, w: np.ndarray, u: np.ndarray, c: float) -> bool:
+        gold = data.heads[i]
+        pred = data.decode(i, w)
+        if np.array_equal(gold[1:], pred[1:]):
+            return False
+        ids, delta = signed_ids(*data.tree_items(i, gold, [pred]))
+        w[ids] += delta.astype(w.dtype)
+        u[ids] += (c * delta).astype(u.dtype)
+        return True
+
+    return update
+
+
+def signed_ids(offsets: np.ndarray, ids: np.ndarray, con_ptr: np.ndarray,
+               con_item: np.ndarray, con_coef: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The first constraint of :meth:`TrainingData.tree_items` as a sparse vector:
+    (distinct feature ids, their nonzero coefficients). O(#ids log #ids)."""
+    sign = np.zeros(offsets.size - 1)
+    np.add.at(sign, con_item[con_ptr[0]:con_ptr[1]], con_coef[con_ptr[0]:con_ptr[1]])
+    per_id = np.repeat(sign, np.diff(offsets))
+    distinct, inverse = np.unique(ids, return_inverse=True)
+    delta = np.bincount(inverse, weights=per_id, minlength=distinct.size)
+    keep = delta != 0.0
+    return distinct[keep], delta[keep]

@@ -76,7 +76,6 @@ from arboreal.inference.higher_order import (
 from arboreal.inference.higher_order.memory import (DEFAULT_BUDGET, MemoryBudgetWarning,
                                                     PartCounts, estimate_bytes, part_counts,
                                                     quadratic_bytes)
-from arboreal.learn.perceptron import final_weights
 from arboreal.models.labeler import Labeler, label_templates
 from arboreal.models.pieces import parse_in_pieces
 from arboreal.models.pipeline import (PipelineMixin, attach_pipeline,
@@ -364,76 +363,11 @@ class HigherOrderParser(PipelineMixin):
         return self._decode(arc, index, ps)
 
     # ------------------------------------------------------------------ training
-    def _perceptron(self, encs, golds, epochs: int, decode: Callable, use_parts: bool,
-                    on_epoch: Callable | None = None, progress: Callable | None = None,
-                    mira: bool = False) -> np.ndarray:
-        """Averaged perceptron (or 1-best MIRA with ``mira``);
-        ``on_epoch(epoch, averaged_w, seconds, train_uas)``.
+    def _learner(self, name: str):
+        """The :mod:`arboreal.learn` learner of the model epochs (or of the pruner)."""
+        from arboreal.learn import get_learner
 
-        Both add tau * (phi(gold) - phi(pred)) on the arc and part features of the
-        two trees (:meth:`_sparse_diff`: explicit ids, O(#features of the two trees)
-        per update, never O(2**bits)); the perceptron has tau = 1, MIRA
-        tau = min(C, (loss - w.diff) / ||diff||^2) with loss = #wrong heads.
-        """
-        dim = 1 << self.bits
-        w = np.zeros(dim)
-        u = np.zeros(dim)
-        c = 1.0
-        rng = np.random.default_rng(self.seed)
-        for epoch in range(1, epochs + 1):
-            t0 = time.perf_counter()
-            wrong = 0
-            total = 0
-            order = rng.permutation(len(encs))
-            for i in (progress(order, epoch) if progress else order):
-                enc, gold = encs[i], golds[i]
-                pred = decode(i, w)
-                errors = int((pred[1:] != gold[1:]).sum())
-                total += enc.n
-                if errors:
-                    wrong += errors
-                    ids, d = self._sparse_diff(enc, gold, pred, use_parts)
-                    tau = 1.0
-                    if mira:
-                        norm = float(d @ d)
-                        margin = float(w[ids] @ d)
-                        tau = min(self.C, max(0.0, (errors - margin) / norm)) if norm > 0 else 0.0
-                    if tau > 0:
-                        w[ids] += tau * d
-                        u[ids] += (c * tau) * d
-                c += 1.0
-            if on_epoch:
-                on_epoch(epoch, final_weights(w, u, c, True), time.perf_counter() - t0,
-                         1 - wrong / max(total, 1))
-        return final_weights(w, u, c, True)
-
-    def _sparse_diff(self, enc, gold: np.ndarray, pred: np.ndarray,
-                     use_parts: bool) -> tuple[np.ndarray, np.ndarray]:
-        """phi(gold) - phi(pred) as (sorted unique feature ids, nonzero values).
-
-        First-order ids only of the arcs that differ (``FeatureSet.arc_features``),
-        higher-order ids of both trees' parts (shared parts cancel). Cost
-        O(#ids log #ids), independent of the weight vector's size.
-        """
-        m = np.flatnonzero(gold[1:] != pred[1:]) + 1
-        offsets, arc_ids = self.fs.arc_features(enc, np.concatenate([gold[m], pred[m]]),
-                                                np.concatenate([m, m]))
-        cut = int(offsets[m.size])
-        parts = []
-        if use_parts:
-            parts = [self.hof.tree_ids(enc.codes, gold), self.hof.tree_ids(enc.codes, pred)]
-        allids = np.concatenate([arc_ids] + parts)
-        sign = np.empty(allids.size)
-        sign[:cut] = 1.0
-        sign[cut:arc_ids.size] = -1.0
-        if use_parts:
-            k = arc_ids.size + parts[0].size
-            sign[arc_ids.size:k] = 1.0
-            sign[k:] = -1.0
-        ids, inv = np.unique(allids, return_inverse=True)
-        d = np.bincount(inv, weights=sign, minlength=ids.size)
-        nz = d != 0.0
-        return ids[nz], d[nz]
+        return get_learner(name, **({"C": self.C} if name == "mira" else {}))
 
     def train(self, sentences: Sequence, dev: Sequence | None = None,
               log: Callable[[str], None] | None = None,
@@ -466,16 +400,25 @@ class HigherOrderParser(PipelineMixin):
         encs = self.fs.encode(sentences)
         golds = [np.asarray(s.heads, dtype=np.int64) for s in sentences]
 
-        def say(epoch, w, seconds, uas, what):
-            if log:
-                log(f"{what} epoch {epoch}: train UAS {uas:.4f} ({seconds:.1f}s)")
+        clock = [time.perf_counter()]
+
+        def lap() -> float:
+            now = time.perf_counter()
+            seconds, clock[0] = now - clock[0], now
+            return seconds
 
         if pruner is None:
-            self.w_prune = self._perceptron(
-                encs, golds, self.pruner_epochs,
-                lambda i, w: self._first_order_best(encs[i], w)[1], False,
-                on_epoch=lambda e, w, s, u: say(e, w, s, u, "pruner"),
-            ).astype(np.float32)
+            from arboreal.learn import TrainingData
+
+            def pruner_epoch(epoch, w):
+                if log:
+                    log(f"pruner epoch {epoch} ({lap():.1f}s)")
+
+            clock[0] = time.perf_counter()
+            self.w_prune = self._learner("perceptron").fit(
+                TrainingData(self.fs, encs, golds, projective=True,
+                             single_root=self.single_root),
+                self.pruner_epochs, on_epoch=pruner_epoch, seed=self.seed).astype(np.float32)
             t1 = time.perf_counter()
         else:
             t1 = time.perf_counter()
@@ -510,8 +453,10 @@ class HigherOrderParser(PipelineMixin):
         best = {"uas": -1.0, "w": None, "epoch": self.epochs}
         history = []
 
-        def on_epoch(epoch, w, seconds, uas):
-            say(epoch, w, seconds, uas, f"order-{self.order}")
+        def on_epoch(epoch, w):
+            seconds = lap()
+            if log:
+                log(f"order-{self.order} epoch {epoch} ({seconds:.1f}s)")
             dev_uas = dev_las = None
             is_best = False
             if dev:
@@ -533,10 +478,18 @@ class HigherOrderParser(PipelineMixin):
             if report:
                 report(epoch, seconds, dev_uas, dev_las, is_best)
 
-        final = self._perceptron(encs, golds, self.epochs,
-                                 lambda i, w: self._predict(encs[i], allowed[i], w),
-                                 bool(self.parts), on_epoch=on_epoch, progress=progress,
-                                 mira=self.learner == "mira")
+        from arboreal.learn import TrainingData
+
+        data = TrainingData(self.fs, encs, golds, projective=self.projective,
+                            single_root=self.single_root, progress=progress,
+                            parts=self.hof if self.parts else None,
+                            decoder=lambda i, w: self._predict(encs[i], allowed[i], w))
+        clock[0] = time.perf_counter()
+        try:
+            final = self._learner(self.learner).fit(data, self.epochs, on_epoch=on_epoch,
+                                                    seed=self.seed)
+        except ValueError as exc:
+            raise ModelError(str(exc)) from None
         self.w = best["w"] if best["w"] is not None else final.astype(np.float32)
         t3 = time.perf_counter()
         self.stats = {"pruner_train_s": t1 - t0, "labeler_train_s": t_lab - t1,

@@ -17,7 +17,7 @@ import numpy as np
 from arboreal.errors import ArborealError, ModelError
 from arboreal.features.first_order import ATTRS, N_RESERVED, TEMPLATE_SETS, FeatureSet
 from arboreal.features.hashing import as_aligned
-from arboreal.learn import ArcFactoredData, decode, get_learner
+from arboreal.learn import TrainingData, decode, get_learner
 from arboreal.models.analysis import analyze, arc_marginals, score_matrices
 from arboreal.models.pieces import parse_in_pieces
 from arboreal.models.pipeline import (PIPELINE_SECTIONS, PipelineMixin, attach_pipeline,
@@ -285,7 +285,7 @@ class Parser(PipelineMixin):
             from arboreal.trees.projectivize import min_loss_projective
             arc_heads = min_loss_projective(heads, [single_root] * len(heads))
             n_projectivized = sum(int((a != h).any()) for a, h in zip(arc_heads, heads))
-        data = ArcFactoredData(fs, enc, arc_heads, projective=(train_decoder == "eisner"),
+        data = TrainingData(fs, enc, arc_heads, projective=(train_decoder == "eisner"),
                                single_root=single_root, progress=progress, extra=extra)
         t0 = time.perf_counter()
         clock[0], clock[1] = t0, time.process_time()

@@ -1,8 +1,8 @@
 """Higher-order parsers on UD English-EWT (gold UPOS): accuracy, speed, training cost.
 
-For each order (1 = the first-order pruner model alone, 2 = siblings +
-grandparents, 3 = grand-siblings + tri-siblings) this script trains a
-``HigherOrderParser`` on EWT train in a fresh subprocess (so peak memory is that
+For each order (1 = a first-order perceptron like the pruner, 2 = siblings +
+grandparents, 3 = grand-siblings + tri-siblings) this script trains a ``Parser``
+(McDonald features) on EWT train in a fresh subprocess (so peak memory is that
 order's own), evaluates UAS / LAS / complete match on dev and test (every word
 counts, punctuation included), then times parsing the test file in another fresh
 subprocess: model load + read + parse + write, numba kernels loaded from the
@@ -62,7 +62,7 @@ def split_spec(spec: str) -> tuple[int, str | None, float | None]:
 
 def worker_train(args) -> None:
     from arboreal.io.conllu import read_conllu
-    from arboreal.models.higher_order import HigherOrderParser
+    from arboreal.models import Parser
 
     train = read_conllu(DATA / "en_ewt-ud-train.conllu")
     if args.train_limit:
@@ -72,21 +72,23 @@ def worker_train(args) -> None:
     order, parts, temp = split_spec(args.spec)
     temp = args.temperature if temp is None else temp
     t0 = time.perf_counter()
-    p = HigherOrderParser(order=order, parts=parts, epochs=args.epochs if order > 1 else 0,
-                          pruner_epochs=args.pruner_epochs, bits=args.bits,
-                          max_heads=args.max_heads, prune_temperature=temp,
-                          learner=args.learner, grand_scope=args.grand_scope,
-                          projectivize=args.projectivize, seed=args.seed)
-    pruner = HigherOrderParser.load(args.pruner) if args.pruner else None
-    p.train(train, log=lambda s: print(s, file=sys.stderr, flush=True), pruner=pruner)
+    if order == 1:     # the pruner's setting: perceptron, Eisner, the pruner's epochs
+        p = Parser.train(train, epochs=args.pruner_epochs, hash_bits=args.bits,
+                         features="mcdonald", projectivize=False, seed=args.seed)
+    else:
+        p = Parser.train(train, order=order, parts=parts, epochs=args.epochs,
+                         pruner_epochs=args.pruner_epochs, hash_bits=args.bits,
+                         features="mcdonald", max_heads=args.max_heads,
+                         prune_temperature=temp, learner=args.learner,
+                         grand_scope=args.grand_scope, projectivize=args.projectivize,
+                         seed=args.seed)
     train_s = time.perf_counter() - t0
-    if pruner is not None:     # count the reused pruner's own training time too
-        train_s += pruner.stats.get("pruner_train_s", 0.0)
     peak_gb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2 ** 20
-    out = {"spec": args.spec, "order": order, "parts": list(p.parts), "train_s": train_s,
-           "peak_gb": peak_gb, "stats": p.stats, "temperature": temp,
+    kinds = p.higher_order.kinds if p.higher_order is not None else ()
+    out = {"spec": args.spec, "order": order, "parts": list(kinds), "train_s": train_s,
+           "peak_gb": peak_gb, "stats": p.meta.get("seconds"), "temperature": temp,
            "max_heads": args.max_heads, "epochs": args.epochs, "learner": args.learner,
-           "grand_scope": args.grand_scope if "trisib" in p.parts else None,
+           "grand_scope": args.grand_scope if "trisib" in kinds else None,
            "projectivize": args.projectivize, "seed": args.seed,
            "pruner_epochs": args.pruner_epochs, "train_limit": args.train_limit,
            "train_sentences": len(train)}
@@ -101,10 +103,10 @@ def worker_train(args) -> None:
 def worker_parse(args) -> None:
     t0 = time.perf_counter()
     from arboreal.io.conllu import read_conllu, write_conllu
-    from arboreal.models.higher_order import HigherOrderParser
+    from arboreal.models import load_model
     t1 = time.perf_counter()
     c1 = time.process_time()
-    p = HigherOrderParser.load(args.model)
+    p = load_model(args.model)
     sents = read_conllu(DATA / "en_ewt-ud-test.conllu")
     if args.limit:
         sents = sents[:args.limit]
@@ -191,14 +193,14 @@ def paired(dirs: list[Path], a: str, b: str) -> str:
     from scipy.stats import binomtest
 
     from arboreal.io.conllu import read_conllu
-    from arboreal.models.higher_order import HigherOrderParser
+    from arboreal.models import load_model
 
     data = {k: read_conllu(DATA / f"en_ewt-ud-{k}.conllu") for k in ("dev", "test")}
     lines = [f"| run directory | set | UAS {a} | UAS {b} | words only {b} attaches right | "
              f"words only {a} attaches right | sign test p |", "|" + "---|" * 7]
     for d in dirs:
-        ma = HigherOrderParser.load(d / f"{spec_tag(a)}.npz")
-        mb = HigherOrderParser.load(d / f"{spec_tag(b)}.npz")
+        ma = load_model(d / f"{spec_tag(a)}.npz")
+        mb = load_model(d / f"{spec_tag(b)}.npz")
         for k, sents in data.items():
             g = np.concatenate([x.heads[1:] for x in sents])
             ha = np.concatenate([h[1:] for h in ma.predict_heads(sents)])
@@ -234,7 +236,6 @@ def main() -> None:
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--worker", choices=["train", "parse"])
     ap.add_argument("--spec")
-    ap.add_argument("--pruner")
     ap.add_argument("--model")
     ap.add_argument("--out")
     ap.add_argument("--limit", type=int, default=0)
@@ -269,14 +270,11 @@ def main() -> None:
               "--temperature", str(args.temperature), "--train-limit", str(args.train_limit),
               "--learner", args.learner, "--grand-scope", args.grand_scope,
               *(["--projectivize"] if args.projectivize else []), "--seed", str(args.seed)]
-    pruner_model = RUNS / f"{spec_tag('1')}.npz"
     if "train" in phases:
         for spec in specs:
             model = RUNS / f"{spec_tag(spec)}.npz"
-            reuse = spec != "1" and ("1" in specs or pruner_model.exists())
-            extra = ["--pruner", str(pruner_model)] if reuse else []
             res = run([py, me, "--worker", "train", "--spec", spec, "--model", str(model),
-                       *extra, *common])
+                       *common])
             (RUNS / f"{spec_tag(spec)}.json").write_text(json.dumps(res))
             print(json.dumps(res), flush=True)
     if "speed" in phases:

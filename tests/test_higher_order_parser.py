@@ -1,4 +1,4 @@
-"""Higher-order features and the higher-order parser (small data, quick)."""
+"""Higher-order features and parsers of order 2 and 3 (small data, quick)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -6,12 +6,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from arboreal.errors import ModelError
+from arboreal.errors import ArborealError, ModelError
 from arboreal.features.first_order import FeatureSet
 from arboreal.features.higher_order import HigherOrderFeatures
 from arboreal.inference.higher_order import PartIndex, prune_arcs, score_tree
 from arboreal.io.conllu import read_conllu
-from arboreal.models.higher_order import HigherOrderParser, parse_parts
+from arboreal.models import Parser, load_model
+from arboreal.models.higher_order import HigherOrder, parse_parts
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample"
 
@@ -132,12 +133,15 @@ def test_prune_arcs_keeps_gold_mostly_with_true_marginals():
     assert allowed.sum(axis=0)[1:].max() <= 4
 
 
+SMALL = dict(hash_bits=18, label_bits=12)
+
+
 @pytest.fixture(scope="module")
 def trained(sample):
     train, _ = sample
     train = train[:100]
-    first = HigherOrderParser(order=1, epochs=0, pruner_epochs=3, bits=18).train(train)
-    models = {order: HigherOrderParser(order=order, epochs=2, bits=18).train(train, pruner=first)
+    first = Parser.train(train, epochs=3, **SMALL)
+    models = {order: Parser.train(train, order=order, epochs=2, pruner_epochs=3, **SMALL)
               for order in (2, 3)}
     return first, models
 
@@ -158,9 +162,9 @@ def test_train_parse_save_load(sample, trained, tmp_path, order):
     assert u2 > u1 - 0.05   # small data: the higher-order model must not collapse
     path = tmp_path / "m.npz"
     model.save(path)
-    from arboreal.models import load_model
     again = load_model(path)
-    assert isinstance(again, HigherOrderParser) and again.parts == model.parts
+    assert isinstance(again, Parser) and again.order == order
+    assert again.higher_order.kinds == model.higher_order.kinds
     for a, b in zip(model.predict_heads(test), again.predict_heads(test)):
         assert np.array_equal(a, b)
     parsed = again.parse(test[:20])
@@ -175,34 +179,32 @@ def test_grand_scope_both_decoders_train_save_and_load(sample, trained, tmp_path
     train, test = sample
     test = test[:60]
     first, models = trained
-    assert models[3].grand_scope == "all" and not models[3].hof.outer_only
-    model = HigherOrderParser(order=3, epochs=2, bits=18, grand_scope="outer").train(
-        train[:100], pruner=first)
-    assert model.outer_only and model.hof.outer_only
+    assert not models[3].higher_order.outer_only
+    model = Parser.train(train[:100], order=3, epochs=2, pruner_epochs=3, grand_scope="outer",
+                         **SMALL)
+    assert model.higher_order.outer_only
     gold = np.concatenate([s.heads[1:] for s in test])
     heads = model.predict_heads(test)
     assert float((np.concatenate([h[1:] for h in heads]) == gold).mean()) > 0.6
     path = tmp_path / "outer.npz"
     model.save(path)
-    again = HigherOrderParser.load(path)
-    assert again.grand_scope == "outer"
+    again = load_model(path)
+    assert again.higher_order.outer_only
     for a, b in zip(heads, again.predict_heads(test)):
         assert np.array_equal(a, b)
-    with pytest.raises(ValueError, match="grand_scope"):
-        HigherOrderParser(order=3, grand_scope="inner")
+    with pytest.raises(ArborealError, match="grand_scope"):
+        Parser.train(train[:10], order=3, grand_scope="inner", **SMALL)
 
 
-def test_load_rejects_foreign_file(tmp_path):
+@pytest.mark.parametrize("kind", ["first-order", "higher-order"])
+def test_files_of_the_retired_model_types_ask_for_retraining(tmp_path, kind):
+    """Before the one parser class, orders had their own model types and formats: such
+    files get a clear 'retrain' error, never a traceback or a wrong parse."""
     from arboreal.models.serialization import save_model_file
     other = tmp_path / "x.npz"
-    save_model_file(other, {"model_type": "first-order"}, {})
-    with pytest.raises(ModelError, match="higher-order"):
-        HigherOrderParser.load(other)
-    (tmp_path / "junk.npz").write_bytes(b"not a zip")
-    with pytest.raises(ModelError):
-        HigherOrderParser.load(tmp_path / "junk.npz")
-    with pytest.raises(ModelError, match="not trained"):
-        HigherOrderParser().save(tmp_path / "y.npz")
+    save_model_file(other, {"model_type": kind}, {})
+    with pytest.raises(ModelError, match="retrain"):
+        load_model(other)
 
 
 def test_cli_train_order_2_and_parse(tmp_path, capsys):
@@ -229,22 +231,20 @@ def test_cli_train_order_2_and_parse(tmp_path, capsys):
 def test_mira_order_2_fits_its_training_data(sample):
     """1-best MIRA at order 2 (no pruning) separates a tiny treebank: 100% train UAS."""
     train = sample[0][:15]
-    model = HigherOrderParser(order=2, epochs=8, pruner_epochs=2, bits=18, learner="mira",
-                              max_heads=1000, threshold=0.0).train(train)
+    model = Parser.train(train, order=2, epochs=8, pruner_epochs=2, learner="mira",
+                         max_heads=1000, threshold=0.0, **SMALL)
     gold = np.concatenate([s.heads[1:] for s in train])
     pred = np.concatenate([h[1:] for h in model.predict_heads(train)])
     assert np.array_equal(pred, gold)
-    assert model.learner == "mira"
+    assert model.meta["training"]["learner"] == "mira"
 
 
 def test_unsupported_higher_order_learner_is_a_clear_error(tmp_path, capsys):
     from arboreal.cli import main
-    from arboreal.errors import ArborealError
-    from arboreal.models import higher_order
 
     train = read_conllu(SAMPLE / "en_ewt-sample-train.conllu")[:5]
     with pytest.raises(ArborealError, match="learner 'loglinear' is not supported"):
-        higher_order.train(train, order=2, learner="loglinear")
+        Parser.train(train, order=2, learner="loglinear")
     assert main(["train", str(SAMPLE / "en_ewt-sample-train.conllu"), "--order", "2",
                  "--learner", "loglinear", "-o", str(tmp_path / "m.npz"), "--quiet"]) == 2
     err = capsys.readouterr().err
@@ -252,29 +252,29 @@ def test_unsupported_higher_order_learner_is_a_clear_error(tmp_path, capsys):
     assert "Traceback" not in err
 
 
-def _dense_reference_fit(model, encs, golds, allowed, epochs, mira=True):
+def _dense_reference_fit(ho, encs, golds, allowed, epochs, C=0.5, mira=True, seed=0):
     """The slow way: phi(gold) - phi(pred) built in a dense 2**bits vector per update
     (step 1 for the perceptron, MIRA's closed form with ``mira``)."""
     from arboreal.learn.perceptron import final_weights
 
-    dim = 1 << model.bits
+    dim = ho.features.dim
     # float32 weights and running sums, as the learners keep them
     w, u, c = np.zeros(dim, dtype=np.float32), np.zeros(dim, dtype=np.float32), 1.0
-    rng = np.random.default_rng(model.seed)
+    rng = np.random.default_rng(seed)
     for _ in range(epochs):
         for i in rng.permutation(len(encs)):
             enc, gold = encs[i], golds[i]
-            pred = model._predict(enc, allowed[i], w)
+            pred = ho.decode(enc, allowed[i], w)
             errors = int((pred[1:] != gold[1:]).sum())
             if errors:
                 diff = np.zeros(dim)
-                model.fs.accumulate_tree(enc, gold, diff, 1.0)
-                model.fs.accumulate_tree(enc, pred, diff, -1.0)
-                model.hof.accumulate_tree(enc.codes, gold, diff, 1.0)
-                model.hof.accumulate_tree(enc.codes, pred, diff, -1.0)
+                ho.features.accumulate_tree(enc, gold, diff, 1.0)
+                ho.features.accumulate_tree(enc, pred, diff, -1.0)
+                ho.parts.accumulate_tree(enc.codes, gold, diff, 1.0)
+                ho.parts.accumulate_tree(enc.codes, pred, diff, -1.0)
                 norm = float(diff @ diff)
                 margin = float(w.astype(np.float64) @ diff)
-                tau = min(model.C, max(0.0, (errors - margin) / norm)) if norm else 0.0
+                tau = min(C, max(0.0, (errors - margin) / norm)) if norm else 0.0
                 if not mira:
                     tau = 1.0
                 w += (tau * diff).astype(np.float32)
@@ -291,9 +291,10 @@ def test_sparse_update_matches_dense_reference(sample, order, learner):
     from arboreal.learn.perceptron import signed_ids
 
     train = [s for s in sample[0] if len(s) <= 20][:25]
-    model = HigherOrderParser(order=order, bits=14, learner="mira", C=0.5)
-    model.fs = FeatureSet("mcdonald", bits=14).fit(train)
-    encs = model.fs.encode(train)
+    fs = FeatureSet("mcdonald", bits=14).fit(train)
+    ho = HigherOrder(fs, HigherOrderFeatures(parse_parts(order, None), 14),
+                     np.zeros(fs.dim, dtype=np.float32))
+    encs = fs.encode(train)
     golds = [s.heads.astype(np.int64) for s in train]
     rng = np.random.default_rng(1)
     allowed = []
@@ -302,22 +303,21 @@ def test_sparse_update_matches_dense_reference(sample, order, learner):
         a = rng.random((n + 1, n + 1)) < 0.5
         a[s.heads[1:], np.arange(1, n + 1)] = True
         allowed.append(a)
-    want = _dense_reference_fit(model, encs, golds, allowed, 2, mira=learner == "mira")
-    data = TrainingData(model.fs, encs, golds, parts=model.hof,
-                        decoder=lambda i, w: model._predict(encs[i], allowed[i], w))
-    got = get_learner(learner, **({"C": 0.5} if learner == "mira" else {})).fit(
-        data, 2, seed=model.seed)
+    want = _dense_reference_fit(ho, encs, golds, allowed, 2, mira=learner == "mira")
+    data = TrainingData(fs, encs, golds, parts=ho.parts,
+                        decoder=lambda i, w: ho.decode(encs[i], allowed[i], w))
+    got = get_learner(learner, **({"C": 0.5} if learner == "mira" else {})).fit(data, 2)
     assert np.count_nonzero(want) > 1000
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     # the sparse difference itself, on trees that differ
     enc, gold = encs[0], golds[0]
-    pred = model._predict(enc, allowed[0], rng.normal(size=1 << 14))
+    pred = ho.decode(enc, allowed[0], rng.normal(size=1 << 14))
     assert not np.array_equal(pred, gold)
     dense = np.zeros(1 << 14)
-    model.fs.accumulate_tree(enc, gold, dense, 1.0)
-    model.fs.accumulate_tree(enc, pred, dense, -1.0)
-    model.hof.accumulate_tree(enc.codes, gold, dense, 1.0)
-    model.hof.accumulate_tree(enc.codes, pred, dense, -1.0)
+    fs.accumulate_tree(enc, gold, dense, 1.0)
+    fs.accumulate_tree(enc, pred, dense, -1.0)
+    ho.parts.accumulate_tree(enc.codes, gold, dense, 1.0)
+    ho.parts.accumulate_tree(enc.codes, pred, dense, -1.0)
     ids, d = signed_ids(*data.tree_items(0, gold, [pred]))
     assert np.array_equal(ids, np.flatnonzero(dense)) and np.array_equal(d, dense[ids])
 
@@ -326,7 +326,6 @@ def test_non_projective_order_2_fits_non_projective_trees(sample, tmp_path):
     """--decoder cle (projective DP + hill-climbing) reaches 100% train UAS on a tiny
     treebank with non-projective trees, which the projective model cannot; the
     option survives save/load."""
-    from arboreal.models import load_model
     from arboreal.trees import is_projective
 
     train = [s for s in sample[0] if len(s) <= 25]
@@ -334,33 +333,21 @@ def test_non_projective_order_2_fits_non_projective_trees(sample, tmp_path):
     tiny = nonproj + [s for s in train if is_projective(s.heads)][:8]
     assert len(nonproj) == 4
     gold = np.concatenate([s.heads[1:] for s in tiny])
-    opts = dict(order=2, epochs=10, pruner_epochs=2, bits=18, learner="mira", max_heads=1000,
-                threshold=0.0)
-    model = HigherOrderParser(projective=False, **opts).train(tiny)
+    opts = dict(order=2, epochs=10, pruner_epochs=2, learner="mira", max_heads=1000,
+                threshold=0.0, **SMALL)
+    model = Parser.train(tiny, decoder="cle", **opts)
     pred = model.predict_heads(tiny)
     assert np.array_equal(np.concatenate([h[1:] for h in pred]), gold)
     assert not all(is_projective(h) for h in pred)
-    proj = HigherOrderParser(**opts).train(tiny)
+    proj = Parser.train(tiny, **opts)
     assert all(is_projective(h) for h in proj.predict_heads(tiny))
     model.save(tmp_path / "np.npz")
     again = load_model(tmp_path / "np.npz")
-    assert again.projective is False
+    assert again.higher_order.projective is False and again.decoder == "cle"
     for a, b in zip(pred, again.predict_heads(tiny)):
         assert np.array_equal(a, b)
-    with pytest.raises(ValueError, match="sibling and grandparent parts only"):
-        HigherOrderParser(order=3, projective=False)
-
-
-def test_old_model_files_load_as_projective(trained, tmp_path):
-    """Files written before the projective option (no key) load as projective."""
-    from arboreal.models.serialization import load_model_file, save_model_file
-
-    _, models = trained
-    models[2].save(tmp_path / "m.npz")
-    meta, arrays = load_model_file(tmp_path / "m.npz")
-    assert meta["options"].pop("projective") is True
-    save_model_file(tmp_path / "old.npz", meta, arrays)
-    assert HigherOrderParser.load(tmp_path / "old.npz").projective is True
+    with pytest.raises(ArborealError, match="sibling and grandparent parts only"):
+        Parser.train(tiny, order=3, decoder="cle", epochs=1, **SMALL)
 
 
 def test_cli_decoder_cle_selects_hill_climbing(tmp_path):
@@ -372,22 +359,21 @@ def test_cli_decoder_cle_selects_hill_climbing(tmp_path):
     model = tmp_path / "m.npz"
     assert main(["train", str(small), "--order", "2", "--decoder", "cle", "--epochs", "1",
                  "--hash-bits", "16", "-o", str(model), "--quiet"]) == 0
-    assert HigherOrderParser.load(model).projective is False
+    assert load_model(model).higher_order.projective is False
     assert main(["train", str(small), "--order", "2", "--decoder", "auto", "--epochs", "1",
                  "-o", str(model), "--quiet"]) == 2
 
 
 def test_cli_default_learner_is_mira_for_higher_orders_and_perceptron_at_first_order(tmp_path):
     from arboreal.cli import main
-    from arboreal.io.conllu import read_conllu, write_conllu
-    from arboreal.models import load_model
+    from arboreal.io.conllu import write_conllu
 
     small = tmp_path / "train.conllu"
     write_conllu(read_conllu(SAMPLE / "en_ewt-sample-train.conllu")[:30], small)
     m2, m1 = tmp_path / "o2.npz", tmp_path / "o1.npz"
     assert main(["train", str(small), "--order", "2", "--epochs", "1", "--hash-bits", "16",
                  "-o", str(m2), "--quiet"]) == 0
-    assert HigherOrderParser.load(m2).learner == "mira"
+    assert load_model(m2).meta["training"]["learner"] == "mira"
     assert main(["train", str(small), "--epochs", "1", "--hash-bits", "16", "-o", str(m1),
                  "--quiet"]) == 0
     assert load_model(m1).meta["training"]["learner"] == "perceptron"
@@ -428,31 +414,24 @@ def test_part_templates_read_what_they_name(tmp_path):
 
 def test_part_templates_are_saved_with_the_model(sample, tmp_path):
     """Custom part templates go into the model file and come back; a file whose
-    templates read an anchor the part does not have, or one of the format before the
-    templates were stored, is refused with a clear error."""
+    templates read an anchor the part does not have is refused with a clear error."""
     from arboreal.models.serialization import load_model_file, save_model_file
 
     train, test = sample
     templates = {"sib": ["h.pos s.pos m.pos", "s.word m.word"],
                  "grand": ["g.pos h.pos m.pos", "g.lemma m.lemma"]}
-    model = HigherOrderParser(order=2, epochs=1, pruner_epochs=1, bits=16,
-                              part_templates=templates).train(train[:40])
+    model = Parser.train(train[:40], order=2, epochs=1, pruner_epochs=1, hash_bits=16,
+                         label_bits=10, part_templates=templates)
     model.save(tmp_path / "m.npz")
-    again = HigherOrderParser.load(tmp_path / "m.npz")
-    assert again.hof.templates == templates
+    again = load_model(tmp_path / "m.npz")
+    assert again.higher_order.parts.templates == templates
     for a, b in zip(model.predict_heads(test[:20]), again.predict_heads(test[:20])):
         assert np.array_equal(a, b)
     meta, arrays = load_model_file(tmp_path / "m.npz")
-    meta["part_templates"]["sib"] = ["g.pos m.pos"]
+    meta["higher_order"]["templates"]["sib"] = ["g.pos m.pos"]
     save_model_file(tmp_path / "bad.npz", meta, arrays)
-    with pytest.raises(ModelError, match="part_templates.*sib.*bad template"):
-        HigherOrderParser.load(tmp_path / "bad.npz")
-    meta, arrays = load_model_file(tmp_path / "m.npz")
-    meta["module_version"] = 2
-    del meta["part_templates"]
-    save_model_file(tmp_path / "old.npz", meta, arrays)
-    with pytest.raises(ModelError, match="retrain"):
-        HigherOrderParser.load(tmp_path / "old.npz")
+    with pytest.raises(ModelError, match="templates.*sib.*bad template"):
+        load_model(tmp_path / "bad.npz")
 
 
 @pytest.mark.parametrize("learner", ["loglinear", "eg", "factored-mira"])
@@ -469,3 +448,31 @@ def test_arc_factored_learners_refuse_higher_order_parts(sample, learner):
                         decoder=lambda i, w: train[i].heads.astype(np.int64))
     with pytest.raises(ValueError, match="arc-factored"):
         get_learner(learner).fit(data, 1)
+
+
+def test_pruning_temperature_is_chosen_to_keep_the_target_share_of_dev_heads(sample):
+    """Without a fixed temperature the pruner's is the smallest that keeps the target
+    share of the dev gold heads (the most-keeping one if none does); what training
+    reports is what the model's pruning keeps on dev."""
+    from arboreal.models.higher_order import TEMPERATURES
+
+    train, test = sample
+    dev = test[:60]
+    chosen = {}
+    for target in (0.5, 1.0):
+        model = Parser.train(train[:150], dev=dev, order=2, epochs=1, pruner_epochs=2,
+                             prune_recall=target, **SMALL)
+        choice = model.meta["training"]["higher_order"]["temperature_choice"]
+        assert choice["on"] == "dev" and choice["target"] == target
+        assert model.higher_order.prune_temperature == choice["temperature"]
+        kept, per_word = model.pruning_recall(dev)
+        assert kept == pytest.approx(choice["gold_heads_kept"])
+        assert per_word == pytest.approx(choice["kept_heads_per_word"])
+        chosen[target] = choice
+    assert chosen[0.5]["temperature"] == TEMPERATURES[0]
+    assert chosen[1.0]["gold_heads_kept"] >= chosen[0.5]["gold_heads_kept"]
+    assert chosen[1.0]["temperature"] > chosen[0.5]["temperature"]
+    fixed = Parser.train(train[:50], order=2, epochs=1, pruner_epochs=1,
+                         prune_temperature=42.0, **SMALL)
+    assert fixed.higher_order.prune_temperature == 42.0
+    assert fixed.meta["training"]["higher_order"]["temperature_choice"] is None

@@ -16,7 +16,7 @@ from arboreal.inference.higher_order import (MemoryBudgetError, MemoryBudgetWarn
 from arboreal.inference.higher_order.memory import chart_bytes, decoder_kind
 from arboreal.inference.higher_order.third_order import _charts
 from arboreal.io.conllu import read_conllu
-from arboreal.models.higher_order import HigherOrderParser
+from arboreal.models import Parser
 from arboreal.trees import is_tree
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample"
@@ -49,9 +49,8 @@ def long_sentence_file(path: Path, words: int) -> Path:
 @pytest.fixture(scope="module")
 def models():
     train = read_conllu(SAMPLE / "en_ewt-sample-train.conllu")[:100]
-    first = HigherOrderParser(order=1, epochs=0, pruner_epochs=2, bits=18).train(train)
-    return {o: HigherOrderParser(order=o, epochs=1, bits=18).train(train, pruner=first)
-            for o in (2, 3)}
+    return {o: Parser.train(train, order=o, epochs=1, pruner_epochs=2, hash_bits=18,
+                            label_bits=12) for o in (2, 3)}
 
 
 def test_part_counts_equal_compact_index_sizes():
@@ -122,51 +121,52 @@ def test_decoder_refuses_charts_over_its_budget():
 @pytest.mark.parametrize("order", [2, 3])
 def test_sentences_over_a_tiny_budget_fall_back_to_first_order(models, order):
     model = models[order]
+    ho = model.higher_order
     test = read_conllu(SAMPLE / "en_ewt-sample-test.conllu")[:20]
-    budget = model.memory_budget
+    budget = ho.memory_budget
     try:
-        model.memory_budget = 1.0
+        ho.memory_budget = 1.0
         with pytest.warns(MemoryBudgetWarning, match="parsed at first order"):
             heads = model.predict_heads(test)
         longer = sum(len(s) > 1 for s in test)
-        assert model.last_fallbacks == longer
-        first = [model._first_order_heads(e) for e in model.fs.encode(test)]
+        assert ho.last_fallbacks == longer and model.fallbacks_total >= longer
+        first = [ho.first_order_heads(e) for e in model.features.encode(test)]
         for h, f in zip(heads, first):
             assert is_tree(h)
             np.testing.assert_array_equal(h, f)
     finally:
-        model.memory_budget = budget
+        ho.memory_budget = budget
     with warnings.catch_warnings():
         warnings.simplefilter("error", MemoryBudgetWarning)
         model.predict_heads(test)
-    assert model.last_fallbacks == 0
+    assert ho.last_fallbacks == 0
 
 
 def test_budget_between_full_and_one_head_prunes_harder(models, tmp_path):
     model = models[3]
+    ho = model.higher_order
     s = read_conllu(long_sentence_file(tmp_path / "long.conllu", 300), allow_missing_heads=True)
-    enc = model.fs.encode(s)[0]
-    full = model.estimate_bytes(part_counts(model._allowed_many([enc])[0]))
-    budget = model.memory_budget
+    enc = model.features.encode(s)[0]
+    full = ho.estimate_bytes(part_counts(ho.masks([enc])[0]))
+    budget = ho.memory_budget
     try:
-        model.memory_budget = full - 1
+        ho.memory_budget = full - 1
         with warnings.catch_warnings():
             warnings.simplefilter("error", MemoryBudgetWarning)
             heads = model.predict_heads(s)[0]
-        assert model.last_tightened == 1 and model.last_fallbacks == 0
+        assert ho.last_tightened == 1 and ho.last_fallbacks == 0
         assert is_tree(heads)
     finally:
-        model.memory_budget = budget
+        ho.memory_budget = budget
 
 
 def test_training_leaves_out_sentences_over_the_budget(tmp_path):
     train = read_conllu(SAMPLE / "en_ewt-sample-train.conllu")[:60]
     long = read_conllu(long_sentence_file(tmp_path / "long.conllu", 300))
     # every sample sentence fits, the 300-word one does not even with one head per word
-    model = HigherOrderParser(order=2, epochs=1, pruner_epochs=1, bits=16,
-                              memory_budget=5e6)
     with pytest.warns(MemoryBudgetWarning, match="1 training sentence"):
-        model.train(train + long)
+        model = Parser.train(train + long, order=2, epochs=1, pruner_epochs=1, hash_bits=16,
+                             label_bits=10, memory_budget=5e6)
     assert model.train_skipped == 1
     assert is_tree(model.predict_heads(train[:1])[0])
 

@@ -47,12 +47,10 @@ def corpus():
 @pytest.fixture(scope="module")
 def models(corpus, tmp_path_factory) -> dict[str, bytes]:
     """The bytes of a tiny first-order and a tiny order-2 model file."""
-    from arboreal.models import higher_order
-
     d = tmp_path_factory.mktemp("models")
     first = Parser.train(corpus, epochs=1, hash_bits=10, label_bits=8)
     first.save(d / "first.model")
-    second = higher_order.train(corpus, order=2, epochs=1, hash_bits=10, pruner_epochs=1)
+    second = Parser.train(corpus, order=2, epochs=1, hash_bits=10, pruner_epochs=1)
     # a small label table keeps each load cheap; the model stays a valid one
     small = Labeler(second.labeler.templates, second.labeler.labels, bits=8)
     small.W = np.random.default_rng(0).normal(size=small.W.shape).astype(np.float32)
@@ -319,8 +317,10 @@ def hostile(models, corpus, workdir) -> dict[str, Path]:
     files = {
         "labeler_bits_31": _edited(models["first"], "labeler", "bits", 31),
         "labeler_bits_40": _edited(models["first"], "labeler", "bits", 40),
-        "max_heads_-5": _edited(models["second"], "options", "max_heads", -5),
-        "order_99": _edited(models["second"], "options", "order", 99),
+        "max_heads_-5": _edited(models["second"], "higher_order", "max_heads", -5),
+        "parts_cousin": _edited(models["second"], "higher_order", "parts", ["cousin"]),
+        "sib_reads_g": _edited(models["second"], "higher_order", "templates", "sib",
+                                  ["g.pos m.pos"]),
         "huge_header": _huge_header(models["first"]),
         "zip_bomb": _bomb(models["first"], "w_nz.npy", 256 << 20),
         "conllu": SAMPLE.read_bytes()[:5000],
@@ -371,8 +371,8 @@ def test_refusing_hostile_files_needs_little_memory(hostile, models, workdir):
     assert run.returncode == 0 and run.stdout.strip() == "ok", run.stderr[-2000:]
 
 
-@pytest.mark.parametrize("name", ["labeler_bits_40", "order_99", "max_heads_-5", "zip_bomb",
-                                  "conllu"])
+@pytest.mark.parametrize("name", ["labeler_bits_40", "parts_cousin", "sib_reads_g",
+                                  "max_heads_-5", "zip_bomb", "conllu"])
 def test_cli_reports_a_bad_model_in_one_line(hostile, workdir, name):
     conllu = workdir / "x.conllu"
     conllu.write_bytes(SAMPLE.read_bytes()[:2000].rsplit(b"\n\n", 1)[0] + b"\n\n")

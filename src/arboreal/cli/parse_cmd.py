@@ -141,10 +141,9 @@ def run_stream(args, tag_only: bool) -> int:
     if tag_only and getattr(model, "tagger", None) is None:
         raise ArborealError(f"{args.model}: this model has no tagger (it was trained with "
                             "--no-tagger or on data without UPOS)")
-    if (kbest > 1 or decode != "map" or marginals) and not hasattr(model, "parse_kbest"):
+    if (kbest > 1 or decode != "map" or marginals) and model.order > 1:
         raise ArborealError(f"{args.model}: --marginals, --kbest and --decode mbr need a "
-                            "first-order model (this one is of order "
-                            f"{getattr(model, 'order', '?')})")
+                            f"first-order model (this one is of order {model.order})")
     if kbest > 1 and decode != "map":
         raise ArborealError("--kbest gives the K best trees; it cannot be combined with "
                             "--decode mbr")
@@ -213,22 +212,21 @@ def _stream_inputs(args) -> list[str]:
 
 
 class _ModelFacts:
-    """What ``run_stream`` checks about a model (tagger, tokenizer, k-best decoding,
-    order), read from its file's metadata only (no weights): with --scheduler the
+    """What ``run_stream`` checks about a model (tagger, tokenizer, order), read from its file's metadata only (no weights): with --scheduler the
     workers load the model, and the command spends no time loading it here."""
 
     def __init__(self, path: str):
         from arboreal.models import model_class
+        from arboreal.models.higher_order import part_order
         from arboreal.models.serialization import load_model_file
 
         meta, _ = load_model_file(path)
-        cls = model_class(path, meta)
+        model_class(path, meta)
         self.tagger = True if "tagger" in meta else None
         self.tokenizer = True if "tokenizer" in meta else None
-        options = meta.get("options")
-        self.order = options.get("order", "?") if isinstance(options, dict) else 1
-        if hasattr(cls, "parse_kbest"):
-            self.parse_kbest = True
+        higher = meta.get("higher_order")
+        parts = higher.get("parts") if isinstance(higher, dict) else None
+        self.order = part_order(parts) if isinstance(parts, list) else 1
 
 
 def _run_on_dask(args, inputs: list[str], options, bar):

@@ -165,33 +165,34 @@ def _train(args, mixing) -> int:
                   epochs=args.epochs, seed=args.seed, features=args.features,
                   feature_cutoff=args.feature_cutoff, hash_bits=args.hash_bits)
     progress, log = _reporting(args, len(train))
-    if args.order == 1:
-        if args.parts:
-            raise ArborealError("--parts needs --order 2 or 3")
-        if args.hash_bits > 30 or args.hash_bits < 10:
-            raise ArborealError("--hash-bits must lie in 10..30")
+    if args.parts and args.order == 1:
+        raise ArborealError("--parts needs --order 2 or 3")
+    if args.hash_bits > 30 or args.hash_bits < 10:
+        raise ArborealError("--hash-bits must lie in 10..30")
     if args.no_tagger and (args.jackknife or args.tagger_epochs):
         raise ArborealError("--jackknife and --tagger-epochs need the tagger (no --no-tagger)")
 
     def train_parser(train_sentences, dev_sentences):
-        if args.order > 1:
-            from arboreal.models import higher_order
-
-            with warnings.catch_warnings():   # summed up in one line below instead
-                warnings.filterwarnings("ignore", message=r".*memory budget")
-                model = higher_order.train(train_sentences, dev_sentences, order=args.order,
-                                           parts=args.parts, progress=progress, log=log,
-                                           **common, **options)
-            if model.train_skipped:
-                print(f"arboreal: warning: {model.train_skipped} training sentence(s) too "
-                      f"long for the order-{args.order} memory budget were trained at first "
-                      f"order only", file=sys.stderr)
-            return model
         from arboreal.models import Parser
 
-        return Parser.train(train_sentences, dev_sentences, progress=progress, log=log,
-                            projectivize=not args.no_projectivize, mixing=mixing, **common,
-                            **options)
+        with warnings.catch_warnings():   # summed up in one line below instead
+            warnings.filterwarnings("ignore", message=r".*memory budget")
+            model = Parser.train(train_sentences, dev_sentences, progress=progress, log=log,
+                                 projectivize=False if args.no_projectivize else None,
+                                 mixing=mixing, order=args.order, parts=args.parts, **common,
+                                 **options)
+        choice = model.meta["training"].get("higher_order", {}).get("temperature_choice")
+        if choice and not args.quiet:
+            print(f"pruning: temperature {choice['temperature']:g} keeps "
+                  f"{100 * choice['gold_heads_kept']:.2f}% of the {choice['on']} gold heads "
+                  f"(target {100 * choice['target']:.2f}%), "
+                  f"{choice['kept_heads_per_word']:.2f} candidate heads per word",
+                  file=sys.stderr)
+        if model.train_skipped:
+            print(f"arboreal: warning: {model.train_skipped} training sentence(s) too long "
+                  f"for the order-{model.order} memory budget were trained at first order "
+                  f"only", file=sys.stderr)
+        return model
 
     from arboreal.models.pipeline import JACKKNIFE_FOLDS, train_pipeline
     from arboreal.models.tagger import DEFAULT_EPOCHS
@@ -224,7 +225,8 @@ def _reporting(args, n_train: int):
                     file=sys.stderr, mininterval=0.5)
 
     def log(report):
-        line = f"epoch {report.epoch}: {report.seconds:.1f} s"
+        stage = "pruner epoch" if report.stage == "pruner" else "epoch"
+        line = f"{stage} {report.epoch}: {report.seconds:.1f} s"
         if report.dev_uas is not None:
             line += f", dev UAS {report.dev_uas:.2f} LAS {report.dev_las:.2f}"
             if report.best:

@@ -410,6 +410,8 @@ class _HashScratch:
 class _MiraBase:
     name = "mira"
     _closed_form_single = True    # one tree constraint: closed form (as the paper)
+    #: trains models with higher-order parts (TrainingData.parts): 1-best there
+    trains_parts = True
 
     def __init__(self, C: float = np.inf, average: bool = True):
         self.C = float(C)
@@ -522,6 +524,7 @@ class FactoredMira(_MiraBase):
 
     name = "factored-mira"
     _closed_form_single = False
+    trains_parts = False
 
     def __init__(self, C: float = np.inf, max_per_word: int = 5, average: bool = True):
         super().__init__(C, average)

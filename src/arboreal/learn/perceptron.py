@@ -96,6 +96,8 @@ class Perceptron:
     """Averaged perceptron. Options: ``average`` (default True)."""
 
     name = "perceptron"
+    #: trains models with higher-order parts (TrainingData.parts) too
+    trains_parts = True
 
     def __init__(self, average: bool = True):
         self.average = bool(average)

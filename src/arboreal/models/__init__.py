@@ -1,13 +1,13 @@
 """Parser models and model files.
 
 ``load_model(path)`` reads any arboreal model file and dispatches on its metadata's
-``model_type``: "first-order" -> :class:`Parser`. Other model classes register
-with :func:`register_model_type` (``arboreal.models.higher_order`` is imported on
-demand when a file names a type not registered yet).
+``model_type``: "parser" -> :class:`Parser` (every order). Other model classes
+register with :func:`register_model_type`. Files of the model types of arboreal
+before the one parser class ("first-order", "higher-order") get a ModelError asking
+to retrain them.
 """
 from __future__ import annotations
 
-import importlib
 from typing import Iterable, Iterator
 
 from arboreal.errors import ModelError
@@ -19,10 +19,9 @@ __all__ = ["Parser", "load_model", "register_model_type", "MODEL_TYPES", "attach
            "parse_iter"]
 
 #: model_type -> class with ``from_file_contents(path, meta, arrays)``
-MODEL_TYPES: dict[str, type] = {"first-order": Parser}
-
-#: modules that register further model types when imported
-_PLUGIN_MODULES = ("arboreal.models.higher_order",)
+MODEL_TYPES: dict[str, type] = {"parser": Parser}
+#: model types of older arboreal versions, whose files this version cannot read
+RETIRED_TYPES = ("first-order", "higher-order")
 
 
 def register_model_type(name: str, cls: type) -> None:
@@ -41,13 +40,9 @@ def model_class(path, meta: dict) -> type:
     kind = meta.get("model_type")
     if not isinstance(kind, str):
         raise ModelError(f"{path}: model metadata field 'model_type' must be a string")
-    if kind not in MODEL_TYPES:
-        for module in _PLUGIN_MODULES:
-            try:
-                importlib.import_module(module)
-            except ModuleNotFoundError as exc:
-                if exc.name != module:
-                    raise
+    if kind in RETIRED_TYPES:
+        raise ModelError(f"{path}: a {kind} model of an older arboreal, whose model format "
+                         f"this version no longer reads; retrain it")
     if kind not in MODEL_TYPES:
         raise ModelError(f"{path}: unknown model type {kind!r}")
     return MODEL_TYPES[kind]

@@ -1,9 +1,11 @@
-"""The first-order (arc-factored) parser: hashed features, online learning, exact decoding.
+"""The parser: hashed features, a factorization into parts, a learner, exact decoding.
 
-``Parser.train`` fits the feature vocabularies, trains the label classifier on the
-gold trees (see :mod:`arboreal.models.labeler` for the two-stage design), then runs
-an arc learner from :data:`arboreal.learn.LEARNERS`; with a dev set it evaluates UAS
-and LAS after every epoch and keeps the best epoch's weights.
+One class for every order. ``Parser.train`` fits the feature vocabularies, trains the
+label classifier on the gold trees (see :mod:`arboreal.models.labeler` for the
+two-stage design), and, for a higher-order factorization (``order`` 2 or 3, or
+``parts``), the first-order pruner of :mod:`arboreal.models.higher_order`; then it
+runs a learner from :data:`arboreal.learn.LEARNERS` over arcs (and parts); with a dev
+set it evaluates UAS and LAS after every epoch and keeps the best epoch's weights.
 """
 from __future__ import annotations
 
@@ -15,10 +17,13 @@ from typing import Callable
 import numpy as np
 
 from arboreal.errors import ArborealError, ModelError
+from arboreal.inference.higher_order.memory import MemoryBudgetWarning
 from arboreal.features.first_order import ATTRS, N_RESERVED, TEMPLATE_SETS, FeatureSet
 from arboreal.features.hashing import as_aligned
 from arboreal.learn import TrainingData, decode, get_learner
 from arboreal.models.analysis import analyze, arc_marginals, score_matrices
+from arboreal.models.higher_order import (OPTIONS as HIGHER_ORDER_OPTIONS, HigherOrder,
+                                          parse_parts)
 from arboreal.models.pieces import parse_in_pieces
 from arboreal.models.pipeline import (PIPELINE_SECTIONS, PipelineMixin, attach_pipeline,
                                        complete_tags, put_pipeline)
@@ -68,13 +73,15 @@ def feature_set_from_file(fields: MetaFields, arrays) -> FeatureSet:
 
 @dataclass
 class EpochReport:
-    """What ``Parser.train`` reports after each epoch (passed to ``log``)."""
+    """What ``Parser.train`` reports after each epoch (passed to ``log``); ``stage``
+    "pruner" for the epochs of a higher-order model's first-order pruner."""
 
     epoch: int
     seconds: float
     dev_uas: float | None
     dev_las: float | None
     best: bool
+    stage: str = "parser"
 
 
 def attachment_scores(gold: list, pred_heads: list, pred_labels: list | None = None
@@ -115,21 +122,25 @@ def _is_projective(heads: np.ndarray) -> bool:
 
 
 class Parser(PipelineMixin):
-    """First-order spanning-tree parser (McDonald, Crammer & Pereira 2006).
+    """Spanning-tree parser: first order (McDonald, Crammer & Pereira 2006) or with
+    higher-order parts (Koo & Collins 2010).
 
-    Attributes: ``features`` (:class:`FeatureSet`), ``weights`` (dim,) float32,
-    ``labeler`` (:class:`Labeler`), ``decoder`` ("eisner" or "cle"), ``single_root``,
-    ``meta`` (training options and history, saved with the model); for a jointly
-    labeled model (learner ``loglinear-labeled``) also ``label_features``
+    Attributes: ``features`` (:class:`FeatureSet`), ``weights`` (dim,) float32 (arc
+    and part features share them), ``labeler`` (:class:`Labeler`), ``decoder``
+    ("eisner" or "cle"), ``single_root``, ``meta`` (training options and history,
+    saved with the model), ``higher_order`` (:class:`~arboreal.models.higher_order.HigherOrder`:
+    parts, pruner, memory budget; None at first order); for a jointly labeled model
+    (learner ``loglinear-labeled``) also ``label_features``
     (:class:`~arboreal.features.labels.LabelFeatures`) and ``label_weights``, which
     then choose the labels instead of ``labeler``.
     """
 
-    model_type = "first-order"
+    model_type = "parser"
 
     def __init__(self, features: FeatureSet, weights: np.ndarray, labeler: Labeler,
                  decoder: str = "eisner", single_root: bool = True, meta: dict | None = None,
-                 label_features=None, label_weights: np.ndarray | None = None):
+                 label_features=None, label_weights: np.ndarray | None = None,
+                 higher_order: HigherOrder | None = None):
         self.features = features
         self.weights = as_aligned(weights)
         self.labeler = labeler
@@ -145,6 +156,25 @@ class Parser(PipelineMixin):
         self.split_total = 0
         #: the Tokenizer and Tagger before the parser (arboreal.models.pipeline)
         self.tokenizer = self.tagger = None
+        self.higher_order = higher_order
+        #: training sentences left out of the epochs (over the memory budget)
+        self.train_skipped = 0
+
+    @property
+    def order(self) -> int:
+        """1 (arcs), 2 (siblings, grandparents) or 3 (grand-siblings, tri-siblings)."""
+        return 1 if self.higher_order is None else self.higher_order.order
+
+    @property
+    def fallbacks_total(self) -> int:
+        """Sentences parsed at first order so far because they were over the
+        higher-order memory budget (0 at first order)."""
+        return 0 if self.higher_order is None else self.higher_order.fallbacks_total
+
+    def _first_order_only(self, what: str) -> None:
+        if self.higher_order is not None:
+            raise ArborealError(f"{what} needs a first-order model (exact marginals and "
+                                f"k-best trees); this model is of order {self.order}")
 
     # ------------------------------------------------------------------ training
     @classmethod
@@ -153,8 +183,10 @@ class Parser(PipelineMixin):
               features: str = "default", hash_bits: int = 23, feature_cutoff: int = 0,
               label_epochs: int | None = None, label_bits: int = 18,
               progress: Callable | None = None, log: Callable[[EpochReport], None] | None = None,
-              projectivize: bool = True, label_feature_bits: int = 16,
-              mixing: Callable | None = None, **learner_options) -> "Parser":
+              projectivize: bool | None = None, label_feature_bits: int = 16,
+              mixing: Callable | None = None, order: int = 1,
+              parts: str | list[str] | None = None, part_templates: dict | None = None,
+              **learner_options) -> "Parser":
         """Train a parser.
 
         train_sentences / dev: lists of Sentence with complete trees.
@@ -171,6 +203,18 @@ class Parser(PipelineMixin):
         projectivize: when training projectively (decoder "eisner"), replace each
             non-projective training tree by a minimum-loss projective tree for the arc
             model (Koo et al. 2007, footnote 4); the labeler still sees the gold trees.
+            Default (None): at first order only.
+        order / parts: the factorization: order 1 (arcs), 2 (siblings and
+            grandparents) or 3 (also grand-siblings and tri-siblings), or the part
+            kinds by name (sibling, grandparent, grand-sibling, tri-sibling);
+            ``part_templates`` {kind: templates} replaces their default templates.
+            Higher orders train the first-order pruner of
+            :mod:`arboreal.models.higher_order` first; its options
+            (``HIGHER_ORDER_OPTIONS``: pruner_epochs, max_heads, threshold,
+            prune_temperature, grand_scope, memory_budget) may be given among
+            ``learner_options``. The learner must then be an online one (perceptron,
+            mira, kbest-mira: 1-best there); decoder "eisner" (exact projective) or
+            "cle" (projective tree, then hill-climbing; sibling and grandparent parts).
         A learner with ``labeled = True`` (``loglinear-labeled``) trains labels jointly
         with the arcs through the labeled partition function; no second-stage labeler
         is trained then, and ``label_feature_bits`` sizes its label feature table.
@@ -180,6 +224,26 @@ class Parser(PipelineMixin):
         """
         if decoder not in DECODERS:
             raise ArborealError(f"unknown decoder {decoder!r}; choose from {', '.join(DECODERS)}")
+        try:
+            kinds = parse_parts(order, parts)
+        except ValueError as exc:
+            raise ArborealError(str(exc)) from None
+        ho_options = {k: learner_options.pop(k) for k in list(learner_options)
+                      if k in HIGHER_ORDER_OPTIONS}
+        if ho_options and not kinds:
+            raise ArborealError(f"option(s) {', '.join(sorted(ho_options))} need a "
+                                "higher-order model (--order 2 or 3)")
+        if kinds:
+            if decoder == "auto":
+                raise ArborealError("higher-order models take --decoder eisner (projective) "
+                                    "or cle (projective tree + hill-climbing)")
+            if mixing is not None:
+                raise ArborealError("iterative parameter mixing trains first-order parsers; "
+                                    "train higher orders without it")
+            if feature_cutoff:
+                raise ArborealError("--feature-cutoff is not supported with --order 2/3")
+        if projectivize is None:
+            projectivize = not kinds
         if epochs < 1:
             raise ArborealError("epochs must be at least 1")
         if not train_sentences:
@@ -191,6 +255,9 @@ class Parser(PipelineMixin):
             learn = get_learner(learner, **learner_options)
         except (ValueError, TypeError) as exc:
             raise ArborealError(str(exc)) from None
+        if kinds and not getattr(learn, "trains_parts", False):
+            raise ArborealError(f"learner {learner!r} is not supported with --order 2/3; "
+                                "choose from perceptron, mira, kbest-mira (1-best there)")
         if mixing is not None:   # iterative parameter mixing (arboreal.learn.mixing)
             learn = mixing(learn)
         t0 = time.perf_counter()
@@ -209,6 +276,9 @@ class Parser(PipelineMixin):
             labeler = Labeler(label_templates(used), labels, bits=label_bits if not joint else 10)
         except ValueError as exc:
             raise ArborealError(str(exc)) from None
+        if joint and kinds:
+            raise ArborealError("joint labeled training (--labeled-partition) is first-order "
+                                "only")
         if not joint:
             labeler.fit(enc, heads, [s.deprels for s in train_sentences],
                         epochs=label_epochs if label_epochs is not None else min(epochs, 5),
@@ -241,7 +311,60 @@ class Parser(PipelineMixin):
                                          dtype=np.int64) for s in train_sentences]}
             parser.label_features = lf
             parser.label_weights = np.zeros(lf.dim, dtype=np.float32)
+        arc_heads = heads
+        n_projectivized = 0
+        if projectivize and train_decoder == "eisner":
+            from arboreal.trees.projectivize import min_loss_projective
+            arc_heads = min_loss_projective(heads, [single_root] * len(heads))
+            n_projectivized = sum(int((a != h).any()) for a, h in zip(arc_heads, heads))
         dev_enc = fs.encode(dev) if dev else None
+        dev_masks = None
+        t_pruner = 0.0
+        data_enc, data_decoder = enc, None
+        pruning: dict = {}
+        if kinds:
+            t0 = time.perf_counter()
+            ho_options = {**HIGHER_ORDER_OPTIONS, **ho_options}
+            pruner_epochs = ho_options.pop("pruner_epochs") or epochs
+
+            def pruner_log(epoch: int, seconds: float) -> None:
+                if log is not None:
+                    log(EpochReport(epoch, seconds, None, None, False, stage="pruner"))
+
+            tune_on = None
+            if dev_enc is not None:
+                tune_on = (dev_enc, [np.asarray(s.heads, dtype=np.int64) for s in dev])
+            try:
+                ho = HigherOrder.train(fs, enc, heads, kinds, pruner_epochs, seed, single_root,
+                                       projective=train_decoder == "eisner",
+                                       templates=part_templates, log=pruner_log,
+                                       tune_on=tune_on, **ho_options)
+            except (ValueError, TypeError) as exc:
+                raise ArborealError(str(exc)) from None
+            parser.higher_order = ho
+            masks = ho.masks(enc, arc_heads)
+            fit = [i for i, a in enumerate(masks) if a is not None and ho.mask_fits(a)]
+            parser.train_skipped = len(enc) - len(fit)
+            if parser.train_skipped:
+                warnings.warn(f"{parser.train_skipped} training sentence(s) over the memory "
+                              f"budget ({ho.memory_budget / 2**20:.4g} MiB) left out of the "
+                              f"order-{ho.order} epochs (used by the first-order pruner and "
+                              f"the labeler only)", MemoryBudgetWarning, stacklevel=2)
+            data_enc = [enc[i] for i in fit]
+            arc_heads = [arc_heads[i] for i in fit]
+            fit_masks = [masks[i] for i in fit]
+            recall, per_word = ho.pruning_recall(enc, heads)
+            pruning = {"pruner_epochs": pruner_epochs, "gold_heads_kept_train": recall,
+                       "kept_heads_per_word_train": per_word,
+                       "temperature": ho.prune_temperature,
+                       "temperature_choice": ho.temperature_choice}
+            if dev_enc is not None:
+                dev_masks = ho.masks(dev_enc)
+
+            def decode_parts(i: int, w: np.ndarray) -> np.ndarray:
+                return ho.decode(data_enc[i], fit_masks[i], w)
+            data_decoder = decode_parts
+            t_pruner = time.perf_counter() - t0
         history: list[dict] = []
         best = {"uas": -1.0, "weights": None, "epoch": 0}
         # the epoch's own time: from the end of the previous epoch's dev evaluation
@@ -260,7 +383,7 @@ class Parser(PipelineMixin):
                 # and the best (epoch, decoder) pair is kept
                 for d in (("eisner", "cle") if decoder == "auto" else (train_decoder,)):
                     parser.decoder = d
-                    ph, pl = parser._predict_encoded(dev_enc)
+                    ph, pl = parser._predict_encoded(dev_enc, dev_masks)
                     d_uas, d_las = attachment_scores(dev, ph, pl)
                     by_decoder[d] = d_uas
                     if uas is None or d_uas > uas:
@@ -279,17 +402,16 @@ class Parser(PipelineMixin):
                 log(EpochReport(epoch, seconds, uas, las, is_best))
             clock[0], clock[1] = time.perf_counter(), time.process_time()
 
-        arc_heads = heads
-        n_projectivized = 0
-        if projectivize and train_decoder == "eisner":
-            from arboreal.trees.projectivize import min_loss_projective
-            arc_heads = min_loss_projective(heads, [single_root] * len(heads))
-            n_projectivized = sum(int((a != h).any()) for a, h in zip(arc_heads, heads))
-        data = TrainingData(fs, enc, arc_heads, projective=(train_decoder == "eisner"),
-                               single_root=single_root, progress=progress, extra=extra)
+        data = TrainingData(fs, data_enc, arc_heads, projective=(train_decoder == "eisner"),
+                            single_root=single_root, progress=progress, extra=extra,
+                            parts=parser.higher_order.parts if kinds else None,
+                            decoder=data_decoder)
         t0 = time.perf_counter()
         clock[0], clock[1] = t0, time.process_time()
-        final = learn.fit(data, epochs, on_epoch=on_epoch, seed=seed)
+        try:
+            final = learn.fit(data, epochs, on_epoch=on_epoch, seed=seed)
+        except ValueError as exc:    # a learner that cannot train these parts
+            raise ArborealError(str(exc)) from None
         t_train = time.perf_counter() - t0
         weights = best["weights"] if best["weights"] is not None else final.astype(np.float32)
         parser._set_weights(weights)
@@ -302,7 +424,7 @@ class Parser(PipelineMixin):
                 chosen = "eisner" if all(_is_projective(h) for h in heads) else "cle"
         parser.decoder = chosen
         calibration = {"data": None}   # probabilities at temperature 1: uncalibrated
-        if dev_enc is not None:
+        if dev_enc is not None and not kinds:
             from arboreal.models.analysis import fit_temperatures
 
             calibration = fit_temperatures(parser, dev_enc, dev)
@@ -312,7 +434,9 @@ class Parser(PipelineMixin):
                          "single_root": single_root, "epochs": epochs, "seed": seed,
                          "features": features, "hash_bits": hash_bits,
                          "feature_cutoff": feature_cutoff, "label_bits": label_bits,
-                         "joint_labels": joint,
+                         "joint_labels": joint, "order": parser.order,
+                         **({"higher_order": {**pruning, "options": ho_options}} if kinds
+                            else {}),
                          "projectivized_trees": n_projectivized,
                          "train_sentences": len(train_sentences),
                          "dev_sentences": len(dev) if dev else 0,
@@ -322,7 +446,7 @@ class Parser(PipelineMixin):
             "history": history,
             "calibration": calibration,
             "seconds": {"features": round(t_features, 3), "labels": round(t_labels, 3),
-                        "arcs": round(t_train, 3)},
+                        "pruner": round(t_pruner, 3), "arcs": round(t_train, 3)},
         }
         return parser
 
@@ -349,15 +473,20 @@ class Parser(PipelineMixin):
             labels.append(out)
         return heads, labels
 
-    def _predict_encoded(self, encoded: list) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    def _predict_encoded(self, encoded: list, masks: list | None = None
+                         ) -> tuple[list[np.ndarray], list[np.ndarray]]:
+        """(heads, labels) of encoded sentences; ``masks``: a higher-order model's
+        pruning masks of them, if already computed."""
         if self.label_features is not None:
             return self._decode_labeled(encoded)
-        heads = self._decode_all(encoded)
+        heads = self._decode_all(encoded, masks)
         return heads, [self.labeler.predict_labels(e, h) for e, h in zip(encoded, heads)]
 
-    def _decode_all(self, encoded: list) -> list[np.ndarray]:
+    def _decode_all(self, encoded: list, masks: list | None = None) -> list[np.ndarray]:
         if self.label_features is not None:
             return self._decode_labeled(encoded)[0]
+        if self.higher_order is not None:
+            return self.higher_order.decode_all(encoded, self.weights, masks)
         from arboreal.learn.loglinear import length_buckets
 
         projective = self.decoder == "eisner"
@@ -375,6 +504,19 @@ class Parser(PipelineMixin):
                 out[i] = heads[b, : lengths[i] + 1].copy()
         return out
 
+    def predict_heads(self, sentences: list) -> list[np.ndarray]:
+        """Heads (n+1,) of every sentence (tags as given)."""
+        return self._decode_all(self.features.encode(list(sentences)))
+
+    def pruning_recall(self, sentences: list) -> tuple[float, float]:
+        """A higher-order model's (share of gold heads its pruning keeps, kept heads per
+        word) on gold-tree sentences."""
+        if self.higher_order is None:
+            raise ArborealError("a first-order model prunes nothing")
+        sentences = list(sentences)
+        return self.higher_order.pruning_recall(
+            self.features.encode(sentences), [np.asarray(s.heads) for s in sentences])
+
     def predict(self, sentences: list) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """(heads, deprels) for every sentence, without building new Sentence objects."""
         return self._predict_encoded(self.features.encode(sentences))
@@ -391,6 +533,8 @@ class Parser(PipelineMixin):
         ``decode``: "map" (the best tree) or "mbr" (the tree with the most expected
         correct heads under the arc marginals); ``probabilities``: each word's
         ``HeadProb`` and ``LabelProb`` in MISC (see :mod:`arboreal.models.analysis`)."""
+        if decode != "map" or probabilities:
+            self._first_order_only("MBR decoding and probabilities")
         sentences = complete_tags(self, sentences, retag)
         if decode == "map" and not probabilities:
             whole = self._parse_whole
@@ -406,11 +550,13 @@ class Parser(PipelineMixin):
         """The ``k`` best trees of every sentence (exact, best first, distinct; fewer when
         fewer trees exist) as parsed copies with ``# kbest_rank`` and ``# tree_score``
         comments. O(k n^3) per sentence (Eisner k-best or Lawler-partitioned CLE)."""
+        self._first_order_only("k-best parsing")
         return analyze(self, complete_tags(self, sentences, retag), k, "map", probabilities)
 
     def arc_marginals(self, sentences: list, retag: bool = False) -> list[np.ndarray]:
         """P(head of m is h) as (n+1, n+1) float64 per sentence (column m >= 1 sums to
         1, column 0 zeros), at the temperature fitted on dev at training. O(n^3) each."""
+        self._first_order_only("arc marginals")
         sentences = complete_tags(self, sentences, retag)
         mats = score_matrices(self, self.features.encode(sentences))
         return [arc_marginals(self, summed) for _, summed in mats]
@@ -437,6 +583,9 @@ class Parser(PipelineMixin):
         if self.label_features is not None:
             put_weights(arrays, "lv", self.label_weights)
             meta["label_features"] = self.label_features.config()
+        if self.higher_order is not None:
+            put_weights(arrays, "p", self.higher_order.prune_weights)
+            meta["higher_order"] = self.higher_order.config()
         put_pipeline(self, meta, arrays)
         save_model_file(path, meta, arrays)
 
@@ -464,16 +613,23 @@ class Parser(PipelineMixin):
             fs = feature_set_from_file(fields, arrays)
             weights = get_weights(arrays, "w", fs.dim)
             labeler = Labeler.from_file_contents(fields, arrays)
-            lf = lv = None
-            if fields.has("label_features"):  # jointly labeled model; older files have none
+            lf = lv = ho = None
+            if fields.has("label_features"):  # jointly labeled model
                 lf = label_features_from_file(fields, labeler.labels, len(fs.vocabs["pos"]))
                 lv = get_weights(arrays, "lv", lf.dim)
+            if fields.has("higher_order"):
+                ho = HigherOrder.from_file(fields, arrays, fs, single_root)
+                if (decoder == "eisner") != ho.projective:
+                    raise fields.fail("decoder", "disagrees with the higher-order decoder")
         except (KeyError, TypeError, ValueError) as exc:
             raise ModelError(f"{path}: model file is incomplete or corrupt ({exc})") from None
+        if lf is not None and ho is not None:
+            raise fields.fail("label_features", "beside higher-order parts")
         rest = {k: v for k, v in meta.items()
                 if k not in ("format", "format_version", "model_type", "decoder", "single_root",
-                             "features", "labeler", "label_features", *PIPELINE_SECTIONS)}
-        parser = cls(fs, weights, labeler, decoder, single_root, rest, lf, lv)
+                             "features", "labeler", "label_features", "higher_order",
+                             *PIPELINE_SECTIONS)}
+        parser = cls(fs, weights, labeler, decoder, single_root, rest, lf, lv, ho)
         attach_pipeline(parser, path, meta, arrays)
         return parser
 

@@ -32,7 +32,7 @@ import numpy as np
 
 from arboreal.errors import ArborealError
 
-#: default per-sentence budget of :class:`arboreal.models.higher_order.HigherOrderParser`
+#: default per-sentence budget of :class:`arboreal.models.higher_order.HigherOrder`
 DEFAULT_BUDGET = 1 << 30
 #: default chart limit of the decoder functions called directly (MemoryBudgetError above)
 DECODER_LIMIT = 4 << 30

@@ -1,0 +1,178 @@
+"""Orders 1, 2 and 3 with the defaults of ``arboreal train`` (issue 15's bars).
+
+Each configuration is one ``arboreal train`` command on UD English-EWT train with
+``--dev`` (best epoch on dev), gold tags (``--no-tagger --no-tokenizer``), and only
+``--order`` and ``--learner`` set: every other option is the command's default. The
+model then parses the test file twice with ``arboreal parse`` (the first run
+warms numba's on-disk cache; the second is timed: the whole command, interpreter
+start and model load included), and the output is scored (UAS / LAS, every word,
+punctuation included). Orders are compared word by word on test (two-sided sign
+test on the words only one of the two models attaches correctly).
+
+    python benchmarks/orders.py --configs 1-perceptron 2-perceptron 3-perceptron \\
+        1-mira 2-mira 3-mira [--runs runs/orders] [--phases train,report] [--write]
+
+Each configuration's model, outputs and figures stay in ``--runs`` (git-ignored), so
+``--phases report`` can gather runs made one at a time (or from another checkout:
+``--code DIR`` runs the commands with DIR's ``src`` on PYTHONPATH).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+EWT = ROOT.parent / "shared" / "data" / "ud" / "UD_English-EWT"
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+
+def files() -> dict[str, Path]:
+    return {split: next(EWT.glob(f"*-ud-{split}.conllu")) for split in ("train", "dev", "test")}
+
+
+def run_timed(cmd: list[str], env: dict) -> tuple[float, float, str]:
+    """(wall s, CPU s of the child, stderr) of one command; RuntimeError if it fails."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t = time.perf_counter()
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    wall = time.perf_counter() - t
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if res.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({res.returncode}):\n{res.stderr[-3000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, res.stderr
+
+
+def heads_and_labels(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """HEAD and DEPREL (universal part) of every word of a CoNLL-U file, in order."""
+    heads, labels = [], []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        f = line.split("\t")
+        if len(f) == 10 and f[0].isdigit():
+            heads.append(int(f[6]))
+            labels.append(f[7].split(":")[0])
+    return np.array(heads), np.array(labels)
+
+
+def train_config(config: str, runs: Path, code: Path) -> dict:
+    order, learner = config.split("-", 1)
+    f = files()
+    env = dict(os.environ, PYTHONPATH=str(code / "src"), NUMBA_NUM_THREADS="1",
+               OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    exe = [sys.executable, "-m", "arboreal"]
+    model = runs / f"{config}.npz"
+    out = runs / f"{config}.test.conllu"
+    train_cmd = ["train", str(f["train"]), "--dev", str(f["dev"]), "-o", str(model),
+                 "--no-tagger", "--no-tokenizer", "--order", order, "--learner", learner]
+    load = os.getloadavg()[0]
+    wall, cpu, log = run_timed(exe + train_cmd, env)
+    parse_cmd = ["parse", str(model), str(f["test"]), "-o", str(out)]
+    run_timed(exe + parse_cmd, env)                      # warm numba's cache
+    p_wall, p_cpu, _ = run_timed(exe + parse_cmd, env)
+    gold_h, gold_l = heads_and_labels(f["test"])
+    pred_h, pred_l = heads_and_labels(out)
+    right = pred_h == gold_h
+    meta = json.loads(subprocess.run(
+        [sys.executable, "-c", "import json,sys; from arboreal.models.serialization import "
+         "load_model_file; m,_=load_model_file(sys.argv[1]); "
+         "print(json.dumps({k: m.get(k) for k in ('best_epoch', 'history', 'stats')}))",
+         str(model)], capture_output=True, text=True, env=env, check=True).stdout)
+    history = meta.get("history") or []
+    best = meta.get("best_epoch")
+    dev_uas = max((h.get("dev_uas") or 0.0) for h in history) if history else None
+    result = {"config": config, "order": int(order), "learner": learner,
+              "command": "arboreal " + " ".join(train_cmd), "train_wall_s": wall,
+              "train_cpu_s": cpu, "load_at_start": load, "best_epoch": best,
+              "dev_uas": dev_uas, "test_uas": 100 * right.mean(),
+              "test_las": 100 * (right & (pred_l == gold_l)).mean(),
+              "parse_wall_s": p_wall, "parse_cpu_s": p_cpu, "words": int(gold_h.size),
+              "stats": meta.get("stats"), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    (runs / f"{config}.json").write_text(json.dumps(result, indent=1))
+    np.save(runs / f"{config}.right.npy", right)
+    print(json.dumps({k: result[k] for k in ("config", "dev_uas", "test_uas", "test_las",
+                                              "train_wall_s", "parse_wall_s")}), flush=True)
+    return result
+
+
+def sign_test(a: np.ndarray, b: np.ndarray) -> tuple[int, int, float]:
+    """Words only a / only b gets right, and the two-sided exact sign test p."""
+    only_a, only_b = int((a & ~b).sum()), int((b & ~a).sum())
+    n, k = only_a + only_b, min(only_a, only_b)
+    p = min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n) if n else 1.0
+    return only_a, only_b, p
+
+
+def report(runs: Path, configs: list[str]) -> str:
+    rows = [json.loads((runs / f"{c}.json").read_text()) for c in configs
+            if (runs / f"{c}.json").exists()]
+    lines = ["| order | learner | dev UAS | test UAS | test LAS | best epoch | train wall | "
+             "train CPU | parse words/s (whole command, wall) | parse CPU s |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        lines.append(f"| {r['order']} | {r['learner']} | {r['dev_uas']:.2f} | "
+                     f"{r['test_uas']:.2f} | {r['test_las']:.2f} | {r['best_epoch']} | "
+                     f"{r['train_wall_s'] / 60:.1f} min | {r['train_cpu_s'] / 60:.1f} min | "
+                     f"{r['words'] / r['parse_wall_s']:,.0f} | {r['parse_cpu_s']:.1f} |")
+    pairs = ["", "| learner | orders | test UAS difference | words only the higher order "
+             "attaches right | words only the lower order attaches right | sign test p |",
+             "|---|---|---:|---:|---:|---:|"]
+    by = {(r["order"], r["learner"]): r for r in rows}
+    for (order, learner), r in sorted(by.items()):
+        low = by.get((order - 1, learner))
+        if low is None:
+            continue
+        a = np.load(runs / f"{r['config']}.right.npy")
+        b = np.load(runs / f"{low['config']}.right.npy")
+        only_hi, only_lo, p = sign_test(a, b)
+        pairs.append(f"| {learner} | {order} vs {order - 1} | "
+                     f"{r['test_uas'] - low['test_uas']:+.2f} | {only_hi} | {only_lo} | {p:.3g} |")
+    dates = sorted({r["date"] for r in rows})
+    loads = ", ".join(f"{r['config']} {r['load_at_start']:.1f}" for r in rows)
+    note = ("\n\nEWT train, best epoch on EWT dev, EWT test, gold tags; every word counted "
+            "(punctuation included), LAS on the universal part of DEPREL. Each row is one "
+            "command, `arboreal train TRAIN --dev DEV -o MODEL --no-tagger --no-tokenizer "
+            "--order N --learner L` (all other options the defaults), then `arboreal parse "
+            "MODEL TEST -o OUT` twice (the second timed). Train CPU = the command's CPU "
+            "time. Runs: " + ", ".join(dates) + f". Load average (1 min) at each start: {loads}; "
+            "the 2-core machine was shared with other jobs, so wall times are inflated.")
+    return "\n".join(lines + pairs) + note
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--configs", nargs="+",
+                    default=["1-perceptron", "2-perceptron", "3-perceptron",
+                             "1-mira", "2-mira", "3-mira"])
+    ap.add_argument("--runs", default=str(ROOT / "runs" / "orders"))
+    ap.add_argument("--code", default=str(ROOT), help="checkout whose src/ runs the commands")
+    ap.add_argument("--phases", default="train,report")
+    ap.add_argument("--write", action="store_true")
+    args = ap.parse_args(argv)
+    runs = Path(args.runs)
+    runs.mkdir(parents=True, exist_ok=True)
+    phases = args.phases.split(",")
+    if "train" in phases:
+        for config in args.configs:
+            train_config(config, runs, Path(args.code))
+    if "report" in phases:
+        body = report(runs, args.configs)
+        print(body)
+        if args.write:
+            from _report import write_section
+
+            write_section("orders", "Orders 1-3 with the defaults of arboreal train (EWT, gold tags)",
+                          "python benchmarks/orders.py " + " ".join(argv or sys.argv[1:]), body)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

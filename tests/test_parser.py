@@ -129,3 +129,30 @@ def test_auto_decoder_is_chosen_and_stored(tmp_path, tiny):
     assert p.decoder == max(pairs)[3]
     p.save(tmp_path / "a.npz")
     assert Parser.load(tmp_path / "a.npz").decoder == p.decoder
+
+
+@pytest.mark.parametrize("learner", ["loglinear", "eg"])
+def test_marginal_learners_choose_C_and_iterations_on_held_out_data(tiny, learner):
+    """loglinear and eg without a C: every C of the learner's grid is trained and each
+    iteration scored on dev; the model keeps the (C, iteration) with the best dev UAS.
+    Without dev the choice is made on a held-out tenth of train and the choice is then
+    trained on all of it; a C given by the user is used as is."""
+    from arboreal.learn import LEARNERS
+
+    opts = dict(learner=learner, epochs=2, hash_bits=14, label_bits=10, features="mcdonald")
+    p = Parser.train(tiny[:20], dev=tiny[20:], **opts)
+    sel = p.meta["selection"]
+    assert sel["on"] == "dev" and sel["C_grid"] == list(LEARNERS[learner].C_GRID)
+    history = p.meta["history"]
+    best = max(history, key=lambda h: h["dev_uas"])
+    assert sel["C"] == best["C"] and p.meta["best_epoch"] == best["epoch"]
+    assert sel["dev_uas_by_C"][sel["C"]] == best["dev_uas"]
+    assert p.meta["training"]["learner_options"]["C"] == sel["C"]
+    alone = Parser.train(tiny[:20], **opts)
+    assert alone.meta["selection"]["on"].startswith("a held-out tenth")
+    # the final model trains on everything for the chosen number of iterations
+    assert [h["epoch"] for h in alone.meta["history"] if "C" not in h] == \
+        list(range(1, alone.meta["selection"]["epochs"] + 1))
+    given = Parser.train(tiny[:20], dev=tiny[20:], C=0.5, **opts)
+    assert "selection" not in given.meta
+    assert all("C" not in h for h in given.meta["history"])

@@ -47,7 +47,9 @@ def add_parser(subparsers) -> None:
                         "auto: train non-projectively, pick epoch and decoder together on dev")
     p.add_argument("--multi-root", action="store_true",
                    help="allow several words attached to the root")
-    p.add_argument("--epochs", type=_positive, default=10, help="training epochs (default 10)")
+    p.add_argument("--epochs", type=_positive, default=None,
+                   help="training epochs (default 10; loglinear and eg: 25 L-BFGS iterations "
+                        "or passes, the best one kept on dev)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--features", choices=("default", "mcdonald"), default="default",
                    help="default: FORM, LEMMA, UPOS, XPOS, FEATS; mcdonald: the templates of "
@@ -64,7 +66,9 @@ def add_parser(subparsers) -> None:
                    metavar="KEY=VALUE", help="learner option, e.g. C=0.1 or k=5 (repeatable)")
     p.add_argument("--C", type=float, default=None, metavar="C",
                    help="regularization constant of the loglinear and eg learners "
-                        "(weight of the loss term; same as --learner-option C=...)")
+                        "(weight of the loss term; same as --learner-option C=...); by "
+                        "default chosen with the iterations on dev (or on a held-out tenth "
+                        "of the training data) among 0.1, 1, 10 (eg: 0.003, 0.03, 0.3)")
     p.add_argument("--iterations", type=_positive, default=None, metavar="N",
                    help="same as --epochs (L-BFGS iterations for loglinear, passes for eg)")
     p.add_argument("--labeled-partition", action="store_true",
@@ -159,6 +163,11 @@ def _train(args, mixing) -> int:
         if args.learner not in ("loglinear", "loglinear-labeled") or args.order > 1:
             raise ArborealError("--labeled-partition needs --learner loglinear (first order)")
         args.learner = "loglinear-labeled"
+    if args.epochs is None:
+        from arboreal.learn import LEARNERS
+
+        known = args.learner in LEARNERS
+        args.epochs = getattr(LEARNERS[args.learner], "default_epochs", 10) if known else 10
     if args.learner in ("loglinear", "loglinear-labeled", "eg") and not args.quiet:
         options.setdefault("verbose", True)  # objective (EG: dual, primal, gap) per pass
     common = dict(learner=args.learner, decoder=args.decoder, single_root=not args.multi_root,
@@ -226,7 +235,8 @@ def _reporting(args, n_train: int):
 
     def log(report):
         stage = "pruner epoch" if report.stage == "pruner" else "epoch"
-        line = f"{stage} {report.epoch}: {report.seconds:.1f} s"
+        line = (f"{report.setting}: " if report.setting else "") \
+            + f"{stage} {report.epoch}: {report.seconds:.1f} s"
         if report.dev_uas is not None:
             line += f", dev UAS {report.dev_uas:.2f} LAS {report.dev_las:.2f}"
             if report.best:

@@ -167,6 +167,12 @@ class ExponentiatedGradient:
     """
 
     name = "eg"
+    #: C values ``arboreal train`` chooses among on held-out data when none is given
+    #: (EG's usable step shrinks like 1 / C^2, so its grid sits below log-linear's;
+    #: docs/koo2007.md)
+    C_GRID = (0.003, 0.03, 0.3)
+    #: passes when the user gives no --epochs (the best one is kept on dev)
+    default_epochs = 25
 
     def __init__(self, C: float = 1.0, eta: float | None = None, beta: float = 9.0,
                  primal: bool = True, shuffle: bool = True, checkpoints: int = 10,

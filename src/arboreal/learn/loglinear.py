@@ -235,6 +235,11 @@ class LogLinear:
     """
 
     name = "loglinear"
+    #: C values ``arboreal train`` chooses among on held-out data when none is given
+    #: (the grid of Koo et al. 2007's rerun, docs/koo2007.md)
+    C_GRID = (0.1, 1.0, 10.0)
+    #: L-BFGS iterations when the user gives no --epochs (the best one is kept on dev)
+    default_epochs = 25
 
     def __init__(self, C: float = 1.0, optimizer: str = "lbfgs", batch_size: int = 256,
                  learning_rate: float = 0.1, memory: int = 10, verbose: bool = False):

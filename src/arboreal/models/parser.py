@@ -82,6 +82,8 @@ class EpochReport:
     dev_las: float | None
     best: bool
     stage: str = "parser"
+    #: the meta-parameter value being tried, e.g. "C=0.1" (empty when none is searched)
+    setting: str = ""
 
 
 def attachment_scores(gold: list, pred_heads: list, pred_labels: list | None = None
@@ -105,6 +107,20 @@ def _check_trees(sentences: list, what: str) -> None:
         if not s.has_heads:
             raise ArborealError(f"{what}: sentence {k + 1} has words without a head; "
                                 "training and dev data need complete trees")
+
+
+def _held_out_split(n: int, seed: int) -> tuple[list[int], list[int]]:
+    """(held-out, rest): a seeded random tenth of n training sentences (at least one,
+    all but one at most) and the others, each in their original order."""
+    perm = np.random.default_rng(seed).permutation(n)
+    k = min(max(1, n // 10), n - 1)
+    return sorted(perm[:k].tolist()), sorted(perm[k:].tolist())
+
+
+def _subset_extra(extra: dict, keep: list[int], n: int) -> dict:
+    """A learner's per-sentence extra data (lists of length n) restricted to ``keep``."""
+    return {k: [v[i] for i in keep] if isinstance(v, list) and len(v) == n else v
+            for k, v in extra.items()}
 
 
 def _is_projective(heads: np.ndarray) -> bool:
@@ -367,6 +383,10 @@ class Parser(PipelineMixin):
             t_pruner = time.perf_counter() - t0
         history: list[dict] = []
         best = {"uas": -1.0, "weights": None, "epoch": 0}
+        # C chosen on held-out data when the learner has a grid and none was given
+        c_grid = tuple(getattr(type(learn), "C_GRID", ())) \
+            if "C" not in learner_options and mixing is None else ()
+        trying: dict = {}
         # the epoch's own time: from the end of the previous epoch's dev evaluation
         clock = [time.perf_counter(), time.process_time()]
 
@@ -391,15 +411,17 @@ class Parser(PipelineMixin):
                 parser.decoder = train_decoder
                 if uas > best["uas"]:
                     best.update(uas=uas, weights=w.astype(np.float32), epoch=epoch,
-                                decoder=chosen_here)
+                                decoder=chosen_here, **trying)
                     is_best = True
             entry = {"epoch": epoch, "seconds": round(seconds, 3),
-                     "cpu_seconds": round(cpu_seconds, 3), "dev_uas": uas, "dev_las": las}
+                     "cpu_seconds": round(cpu_seconds, 3), "dev_uas": uas, "dev_las": las,
+                     **trying}
             if decoder == "auto" and by_decoder:
                 entry["dev_uas_by_decoder"] = by_decoder
             history.append(entry)
             if log is not None:
-                log(EpochReport(epoch, seconds, uas, las, is_best))
+                log(EpochReport(epoch, seconds, uas, las, is_best,
+                                setting=", ".join(f"{k}={v:g}" for k, v in trying.items())))
             clock[0], clock[1] = time.perf_counter(), time.process_time()
 
         data = TrainingData(fs, data_enc, arc_heads, projective=(train_decoder == "eisner"),
@@ -408,8 +430,44 @@ class Parser(PipelineMixin):
                             decoder=data_decoder)
         t0 = time.perf_counter()
         clock[0], clock[1] = t0, time.process_time()
+        selection = None
         try:
-            final = learn.fit(data, epochs, on_epoch=on_epoch, seed=seed)
+            if c_grid:
+                # Koo et al. 2007: C and the number of iterations are chosen on held-out
+                # data, here by dev UAS (every iteration of every C is scored); without
+                # dev, on a held-out tenth of train, then the chosen (C, iterations) are
+                # trained on all of train
+                select_on = "dev"
+                select_data = data
+                if dev_enc is None:
+                    select_on = "a held-out tenth of the training data"
+                    held, rest = _held_out_split(len(enc), seed)
+                    dev, dev_enc = [train_sentences[i] for i in held], [enc[i] for i in held]
+                    select_data = TrainingData(
+                        fs, [enc[i] for i in rest], [arc_heads[i] for i in rest],
+                        projective=data.projective, single_root=single_root,
+                        progress=progress, extra=_subset_extra(extra, rest, len(enc)))
+                by_C = {}
+                for C in c_grid:
+                    trying["C"] = C
+                    get_learner(learner, **learner_options, C=C).fit(
+                        select_data, epochs, on_epoch=on_epoch, seed=seed)
+                    by_C[C] = max((h["dev_uas"] for h in history if h.get("C") == C),
+                                  default=None)
+                trying.clear()
+                learner_options = {**learner_options, "C": best["C"]}
+                selection = {"C_grid": list(c_grid), "C": best["C"], "epochs": best["epoch"],
+                             "on": select_on, "dev_uas_by_C": by_C}
+                if select_data is not data:
+                    chosen_decoder = best.get("decoder")
+                    dev = dev_enc = None   # the held-out part is training data again
+                    best.update(weights=None, epoch=best["epoch"], decoder=chosen_decoder)
+                    final = get_learner(learner, **learner_options).fit(
+                        data, selection["epochs"], on_epoch=on_epoch, seed=seed)
+                else:
+                    final = best["weights"]
+            else:
+                final = learn.fit(data, epochs, on_epoch=on_epoch, seed=seed)
         except ValueError as exc:    # a learner that cannot train these parts
             raise ArborealError(str(exc)) from None
         t_train = time.perf_counter() - t0
@@ -418,7 +476,7 @@ class Parser(PipelineMixin):
 
         chosen = train_decoder
         if decoder == "auto":
-            if best["weights"] is not None:
+            if best.get("decoder") is not None:
                 chosen = best["decoder"]
             else:
                 chosen = "eisner" if all(_is_projective(h) for h in heads) else "cle"
@@ -442,7 +500,9 @@ class Parser(PipelineMixin):
                          "dev_sentences": len(dev) if dev else 0,
                          **({"parameter_mixing": learn.config()} if mixing is not None
                             else {})},
-            "best_epoch": best["epoch"] if best["weights"] is not None else epochs,
+            "best_epoch": (best["epoch"] if best["weights"] is not None
+                           else selection["epochs"] if selection else epochs),
+            **({"selection": selection} if selection else {}),
             "history": history,
             "calibration": calibration,
             "seconds": {"features": round(t_features, 3), "labels": round(t_labels, 3),

@@ -300,8 +300,7 @@ def main(argv=None) -> int:
                       "test": (len(test), sum(len(s) for s in test)), "nonproj_arcs": npa}
         log(f"{code} ({folder}): {how}; train {info[code]['train']}, held-out {info[code]['held']}, "
             f"test {info[code]['test']} (sentences, words); {npa:.2f}% non-projective train arcs")
-        # spread=False: the hash layout of the first runs, so cached results stay comparable
-        fs = FeatureSet(args.features, bits=args.bits, spread=False).fit(train)
+        fs = FeatureSet(args.features, bits=args.bits).fit(train)
         encs = fs.encode(train)
         held_x = (fs.encode(held), [s.heads.astype(np.int64) for s in held])
         test_x = (fs.encode(test), [s.heads.astype(np.int64) for s in test])

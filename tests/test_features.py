@@ -49,10 +49,9 @@ WIDE = ["h-2.pos h-1.pos h.pos m.pos", "h.pos m.pos m+1.pos m+2.pos", "h.pos m.p
         "h.word m.word", "h.word h.pos m.word", "h.pos b.pos m.pos", "h+2.word", ""]
 
 
-@pytest.mark.parametrize("spread", [True, False])
 @pytest.mark.parametrize("name", ["mcdonald", "default", "wide"])
-def test_arc_scores_match_reference_dot_product(corpus, name, spread):
-    fs = FeatureSet(WIDE if name == "wide" else name, bits=14, spread=spread).fit(corpus[:4])
+def test_arc_scores_match_reference_dot_product(corpus, name):
+    fs = FeatureSet(WIDE if name == "wide" else name, bits=14).fit(corpus[:4])
     w = np.random.default_rng(2).standard_normal(fs.dim)
     for enc in fs.encode(corpus):
         scores = fs.arc_scores(enc, w)
@@ -62,7 +61,7 @@ def test_arc_scores_match_reference_dot_product(corpus, name, spread):
                 if h == m:
                     continue
                 ids = reference_arc_ids(enc.codes, fs.table, h, m, np.zeros(0, int), LONG, fs.bits,
-                                        spread)
+                                        True)
                 assert ids, "every arc has features"
                 assert scores[h, m] == pytest.approx(sum(w[i] for i in ids), abs=1e-9)
         assert (scores[:, 0] == 0).all() and (np.diag(scores) == 0).all()
@@ -80,10 +79,9 @@ def test_unknown_words_get_unk_code_and_prefix_templates_need_long_words(corpus)
     assert k_long > k_short
 
 
-@pytest.mark.parametrize("spread", [True, False])
 @pytest.mark.parametrize("name", ["mcdonald", "default"])
-def test_accumulate_agrees_with_arc_scores(corpus, name, spread):
-    fs = FeatureSet(name, bits=14, spread=spread).fit(corpus)
+def test_accumulate_agrees_with_arc_scores(corpus, name):
+    fs = FeatureSet(name, bits=14).fit(corpus)
     rng = np.random.default_rng(3)
     w = rng.standard_normal(fs.dim)
     for enc, s in zip(fs.encode(corpus), corpus):
@@ -103,7 +101,7 @@ def test_accumulate_agrees_with_arc_scores(corpus, name, spread):
         offsets, ids = fs.arc_features(enc, hs, ms)
         for i, (h, m) in enumerate(zip(hs, ms)):
             ref = reference_arc_ids(enc.codes, fs.table, h, m, np.zeros(0, int), LONG, fs.bits,
-                                    spread)
+                                    True)
             assert sorted(ids[offsets[i]:offsets[i + 1]].tolist()) == sorted(ref)
 
 
@@ -148,22 +146,17 @@ def test_bad_options():
         FeatureSet("mcdonald").encode([])
 
 
-def test_spread_rotates_slots_and_old_configs_load_unrotated(corpus):
+def test_features_rotate_their_slots_inside_their_blocks(corpus):
     rotated = FeatureSet("default", bits=14, share_blocks=False).fit(corpus)
-    assert rotated.spread and rotated.config()["spread"] is True
+    assert rotated.spread
     enc = rotated.encode(corpus[:1])[0]
     plain = reference_arc_ids(enc.codes, rotated.table, 0, 1, np.zeros(0, int), LONG, 14, False)
     spread = reference_arc_ids(enc.codes, rotated.table, 0, 1, np.zeros(0, int), LONG, 14, True)
     # same blocks, but the plain slot is no longer always the first of its block
     assert [i // 16 for i in plain] == [i // 16 for i in spread]
     assert all(i % 16 == 0 for i in plain[::2]) and any(i % 16 for i in spread[::2])
-    cfg = rotated.config()
-    del cfg["spread"], cfg["share_blocks"]  # a model file written before the options existed
-    old = FeatureSet.from_config(cfg, rotated.vocabs, None)
-    w = np.random.default_rng(0).standard_normal(old.dim)
-    enc_old = old.encode(corpus[:1])[0]
-    ref = sum(w[i] for i in plain)
-    assert old.arc_scores(enc_old, w)[0, 1] == pytest.approx(ref, abs=1e-9)
+    w = np.random.default_rng(0).standard_normal(rotated.dim)
+    assert rotated.arc_scores(enc, w)[0, 1] == pytest.approx(sum(w[i] for i in spread), abs=1e-9)
 
 
 def test_word_pair_templates_share_one_block_per_family(corpus):
@@ -193,9 +186,6 @@ def test_word_pair_templates_share_one_block_per_family(corpus):
     # the same family for the same words wherever they stand, another for other words
     other = reference_arc_ids(enc.codes, shared.table, 2, 1, np.zeros(0, int), LONG, 16, True)
     assert other[2 * pos[family[0]]] // 16 != ids_shared[2 * pos[family[0]]] // 16
-    with pytest.raises(ValueError, match="spread"):
-        FeatureSet("default", spread=False, share_blocks=True)
-    assert not FeatureSet("default", spread=False).share_blocks
 
 
 def test_weight_vectors_are_cache_line_aligned():

@@ -171,21 +171,21 @@ class FeatureSet:
         bits: weight vector size is ``2**bits``.
         cutoff: feature-count cut-off on the gold training trees (0 = none).
         lowercase: lower-case forms before coding (default: True except "mcdonald").
-        spread: rotate each feature's slots inside its hash block (fewer collisions at
-            the same memory; False reproduces model files written before it existed).
         share_blocks: templates that read the same word-pair attributes of head and
             modifier (``word``, ``p5``, ``lemma``) share one hash block per pair, each
             at its own rotation (see :func:`~arboreal.features.hashing.compile_templates`):
-            one cache miss per family instead of one per template. Needs ``spread``
-            (default: on with it); False reproduces model files written before it existed.
+            one cache miss per family instead of one per template (default True).
+
+    Each feature's slots are rotated inside its hash block (``spread``, see
+    :func:`~arboreal.features.hashing._slot`): features sharing a block collide on a
+    slot only by chance.
 
     Call :meth:`fit` on training sentences (builds the vocabularies and the cut-off
     mask) before :meth:`encode`.
     """
 
     def __init__(self, templates: str | list[str] = "default", bits: int = 23,
-                 cutoff: int = 0, lowercase: bool | None = None, spread: bool = True,
-                 share_blocks: bool | None = None):
+                 cutoff: int = 0, lowercase: bool | None = None, share_blocks: bool = True):
         if isinstance(templates, str):
             if templates not in TEMPLATE_SETS:
                 raise ValueError(f"unknown feature set {templates!r}; choose from {sorted(TEMPLATE_SETS)}")
@@ -197,14 +197,9 @@ class FeatureSet:
         if not 10 <= bits <= 30:
             raise ValueError("bits must lie in 10..30")
         self.bits = int(bits)
-        self.spread = int(bool(spread))
+        self.spread = 1
         self.cutoff = int(cutoff)
         self.lowercase = (self.name != "mcdonald") if lowercase is None else bool(lowercase)
-        if share_blocks is None:
-            share_blocks = bool(spread)
-        if share_blocks and not spread:
-            raise ValueError("share_blocks needs spread (features sharing a block are told "
-                             "apart by their rotation)")
         self.share_blocks = bool(share_blocks)
         self.table = compile_templates(self.templates, ATTR_INDEX,
                                        SHARED_BLOCK_ATTRS if share_blocks else ())
@@ -462,15 +457,14 @@ class FeatureSet:
     def config(self) -> dict:
         """JSON-able description (vocabularies and mask are saved separately as arrays)."""
         return {"name": self.name, "templates": self.templates, "bits": self.bits,
-                "cutoff": self.cutoff, "lowercase": self.lowercase, "spread": bool(self.spread),
+                "cutoff": self.cutoff, "lowercase": self.lowercase,
                 "share_blocks": self.share_blocks}
 
     @classmethod
     def from_config(cls, cfg: dict, vocabs: dict[str, np.ndarray],
                     allowed: np.ndarray | None) -> "FeatureSet":
         fs = cls(templates=cfg["templates"], bits=cfg["bits"], cutoff=cfg["cutoff"],
-                 lowercase=cfg["lowercase"], spread=cfg.get("spread", False),
-                 share_blocks=cfg.get("share_blocks", False))
+                 lowercase=cfg["lowercase"], share_blocks=cfg["share_blocks"])
         fs.name = cfg["name"]
         fs.vocabs = {k: np.asarray(v, dtype=str) for k, v in vocabs.items()}
         fs._lookup = {}

@@ -49,12 +49,9 @@ def feature_set_from_file(fields: MetaFields, arrays) -> FeatureSet:
     templates = cfg.strings("templates")
     check_templates(cfg, "templates", templates, ARC_ANCHORS)
     bits = cfg.int("bits", 10, MAX_WEIGHT_BITS)
-    spread = cfg.bool("spread", False)
-    share_blocks = cfg.bool("share_blocks", False)
-    if share_blocks and not spread:
-        raise cfg.fail("share_blocks", "needs spread")
+    share_blocks = cfg.bool("share_blocks")
     clean = {"name": cfg.choice("name", (*TEMPLATE_SETS, "custom")), "templates": templates,
-             "bits": bits, "cutoff": cfg.int("cutoff", 0, 2**31), "spread": spread,
+             "bits": bits, "cutoff": cfg.int("cutoff", 0, 2**31),
              "lowercase": cfg.bool("lowercase"), "share_blocks": share_blocks}
     names = {k[len("vocab_"):] for k in arrays if k.startswith("vocab_") and not k.endswith("_count")}
     if names != set(VOCAB_NAMES):

@@ -156,3 +156,44 @@ def test_marginal_learners_choose_C_and_iterations_on_held_out_data(tiny, learne
     given = Parser.train(tiny[:20], dev=tiny[20:], C=0.5, **opts)
     assert "selection" not in given.meta
     assert all("C" not in h for h in given.meta["history"])
+
+
+@pytest.mark.parametrize("learner", ["perceptron", "mira"])
+def test_label_classifier_trains_through_the_shared_learners(tiny, learner):
+    """The label classifier is trained by arboreal.learn's online learners: its signed
+    feature items score what its label scores say, and it fits its training labels."""
+    from arboreal.features.first_order import ATTRS, FeatureSet
+    from arboreal.learn.perceptron import signed_ids
+    from arboreal.models.labeler import Labeler, LabelingData, label_templates
+
+    fs = FeatureSet("default", bits=14).fit(tiny)
+    encs = fs.encode(tiny)
+    labels = np.unique(np.concatenate([s.deprels[1:] for s in tiny]).astype(str))
+    lab = Labeler(label_templates(set(ATTRS)), labels, bits=12)
+    heads = [s.heads.astype(np.int64) for s in tiny]
+    lab.fit(encs, heads, [s.deprels for s in tiny], epochs=10, learner=learner)
+    gold = [lab.labels[lab.predict(e, h)[1:]] for e, h in zip(encs, heads)]
+    right = np.concatenate([g == s.deprels[1:] for g, s in zip(gold, tiny)])
+    assert right.mean() > 0.95
+    # w . (phi(gold) - phi(pred)) from the items equals the label scores' difference
+    index = {x: i for i, x in enumerate(lab.labels.tolist())}
+    ys = [np.array([-1] + [index[d] for d in s.deprels[1:]]) for s in tiny]
+    data = LabelingData(lab, encs, heads, ys)
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=lab.W.size).astype(np.float32)
+    for i in range(5):
+        pred = data.decode(i, w)
+        pred[1::2] = (pred[1::2] + 1) % len(lab.labels)   # some words wrong for sure
+        ids, d = signed_ids(*data.tree_items(i, ys[i], [pred]))
+        scores = _with_weights(lab, w).label_scores(encs[i], heads[i])
+        m = np.flatnonzero(ys[i][1:] != pred[1:]) + 1
+        want = (scores[m, ys[i][m]] - scores[m, pred[m]]).sum()
+        assert float(w[ids].astype(np.float64) @ d) == pytest.approx(want, rel=1e-6, abs=1e-6)
+
+
+def _with_weights(labeler, w):
+    from copy import copy
+
+    other = copy(labeler)
+    other.W = w.reshape(labeler.W.shape)
+    return other

@@ -9,11 +9,14 @@ predicted tree (grandparent, the modifier's children, its siblings) that an
 arc-factored labeled model could not. The price is that labels cannot influence the
 choice of heads.
 
-Model: a multiclass averaged perceptron. Features are hashed templates over the arc
-(h, m) and its tree context (anchors ``g`` grandparent, ``c`` each child of m, ``s``
-each sibling of m), every template also conjoined with direction and distance; a
-feature id selects a row of the weight matrix W (2**bits, L), so scoring all labels
-of a word is a gather of rows: O(T L).
+Model: a multiclass linear classifier trained by the learners of :mod:`arboreal.learn`
+(the averaged perceptron by default, or MIRA) through the same online loop as the
+parsers: :class:`LabelingData` presents a sentence's labels given its gold tree as
+the structure to predict. Features are hashed templates over the arc (h, m) and its
+tree context (anchors ``g`` grandparent, ``c`` each child of m, ``s`` each sibling of
+m), every template also conjoined with direction and distance; a feature id selects
+a row of the weight matrix W (2**bits, L), so scoring all labels of a word is a
+gather of rows: O(T L).
 """
 from __future__ import annotations
 
@@ -143,21 +146,22 @@ class Labeler:
         labeler.W = get_weights(arrays, "l", labeler.W.size).reshape(labeler.W.shape)
         return labeler
 
-    def fit(self, encoded: list, heads: list, deprels: list, epochs: int, seed: int = 0) -> "Labeler":
-        """Train on gold trees: encoded sentences, heads (n+1,), deprels (n+1,) of str."""
+    def fit(self, encoded: list, heads: list, deprels: list, epochs: int, seed: int = 0,
+            learner: str = "perceptron", **options) -> "Labeler":
+        """Train on gold trees: encoded sentences, heads (n+1,), deprels (n+1,) of str,
+        with a learner of :mod:`arboreal.learn` (one that trains structures other than
+        arc-factored trees: perceptron, mira) for ``epochs`` passes."""
+        from arboreal.learn import get_learner
+
         index = {lab: i for i, lab in enumerate(self.labels.tolist())}
         gold = [np.array([-1] + [index.get(d, -1) for d in dep[1:].tolist()], dtype=np.int64)
                 for dep in deprels]
-        L = len(self.labels)
-        W = np.zeros((1 << self.bits, L), dtype=np.float32)
-        U = np.zeros((1 << self.bits, L), dtype=np.float64)
-        c = np.ones(1, dtype=np.float64)
-        rng = np.random.default_rng(seed)
-        for _ in range(epochs):
-            for i in rng.permutation(len(encoded)):
-                _train_sentence(encoded[i].codes, self.table, np.asarray(heads[i], dtype=np.int64),
-                                gold[i], LONG, self.bits, W, U, c)
-        self.W = (W - U / c[0]).astype(np.float32)
+        learn = get_learner(learner, **options)
+        if not getattr(learn, "trains_parts", False):
+            raise ValueError(f"learner {learner!r} cannot train the label classifier")
+        data = LabelingData(self, encoded, [np.asarray(h, dtype=np.int64) for h in heads], gold)
+        w = learn.fit(data, epochs, seed=seed)
+        self.W = np.asarray(w, dtype=np.float32).reshape(self.W.shape)
         return self
 
     def predict(self, enc, heads: np.ndarray) -> np.ndarray:
@@ -202,34 +206,101 @@ def _scores_of(W, buf, k, scores):
             scores[lab] += W[row, lab]
 
 
+class _Dim:
+    def __init__(self, dim: int):
+        self.dim = dim
+
+
+class LabelingData:
+    """The label classifier's training data in the interface of the learners of
+    :mod:`arboreal.learn` (like :class:`~arboreal.learn.TrainingData` with parts): the
+    structure of sentence i is its label sequence ``heads[i]`` (n+1,) int64 (label
+    indices, -1 at 0 and for labels outside the label set, which are never scored)
+    given the gold tree ``trees[i]``; the weights are ``W`` flattened, (2**bits * L,).
+    """
+
+    arc_factored = False
+    progress = None
+
+    def __init__(self, labeler: "Labeler", encoded: list, trees: list, labels: list):
+        self.labeler = labeler
+        self.encoded = encoded
+        self.trees = trees
+        self.heads = labels
+        self.features = _Dim(labeler.W.size)
+
+    def __len__(self) -> int:
+        return len(self.encoded)
+
+    def wrap(self, order, epoch: int):
+        return order
+
+    def decode(self, i: int, w: np.ndarray) -> np.ndarray:
+        """The best label of every word under weights w (-1 where gold has none)."""
+        lab = self.labeler
+        scores = _label_scores(self.encoded[i].codes, lab.table, self.trees[i], LONG, lab.bits,
+                               w.reshape(lab.W.shape))
+        out = scores.argmax(axis=1)
+        out[self.heads[i] < 0] = -1
+        return out
+
+    def tree_items(self, i: int, gold: np.ndarray, trees: list[np.ndarray]):
+        """phi(gold) - phi(labels) of each label sequence as signed feature items (see
+        :meth:`arboreal.learn.TrainingData.tree_items`): for each word a sequence gets
+        wrong, an item of its gold label and one of the sequence's, their ids the
+        word's feature rows times L plus the label. O(features of those words)."""
+        lab = self.labeler
+        L = lab.W.shape[1]
+        wrongs = [np.flatnonzero(gold[1:] != t[1:]) + 1 for t in trees]
+        ms = np.concatenate(wrongs).astype(np.int64)
+        offsets, rows = _word_rows(self.encoded[i].codes, lab.table, self.trees[i], ms, LONG,
+                                   lab.bits)
+        word_of_item, label_of_item, con_item, con_coef, ptr = [], [], [], [], [0]
+        first_word = 0
+        for tree, wrong in zip(trees, wrongs):
+            k = wrong.size
+            words = first_word + np.arange(k)
+            word_of_item += [words, words]
+            label_of_item += [gold[wrong], tree[wrong]]
+            con_item.append(2 * first_word + np.arange(2 * k))
+            con_coef.append(np.repeat([1.0, -1.0], k))
+            ptr.append(ptr[-1] + 2 * k)
+            first_word += k
+        word_of_item = np.concatenate(word_of_item).astype(np.int64)
+        label_of_item = np.concatenate(label_of_item).astype(np.int64)
+        counts = np.diff(offsets)[word_of_item]
+        item_offsets = np.zeros(counts.size + 1, dtype=np.int64)
+        np.cumsum(counts, out=item_offsets[1:])
+        within = np.arange(item_offsets[-1]) - np.repeat(item_offsets[:-1], counts)
+        ids = rows[np.repeat(offsets[word_of_item], counts) + within] * L \
+            + np.repeat(label_of_item, counts)
+        return (item_offsets, ids.astype(np.int64), np.asarray(ptr, dtype=np.int64),
+                np.concatenate(con_item).astype(np.int64), np.concatenate(con_coef))
+
+
 @njit(cache=True)
-def _train_sentence(codes, table, heads, gold, long_attr, bits, W, U, c):
+def _word_rows(codes, table, heads, words, long_attr, bits):
+    """Feature rows of each word's arc (heads[m], m) in its tree context, as CSR:
+    (offsets (len(words)+1,), rows)."""
     n = codes.shape[1] - 3
     n_loop = 0
     for t in range(table.shape[0]):
         if table[t, 2] >= 0:
             n_loop += 1
-    buf = np.empty(2 * (table.shape[0] + n_loop * (n + 2)), dtype=np.int64)
+    per = 2 * (table.shape[0] + n_loop * (n + 2))
+    buf = np.empty(per, dtype=np.int64)
+    rows = np.empty(per * words.shape[0], dtype=np.int64)
+    offsets = np.zeros(words.shape[0] + 1, dtype=np.int64)
     G = partial_hashes(codes, table, heads)
-    scores = np.zeros(W.shape[1])
-    for m in range(1, n + 1):
-        y = gold[m]
-        if y < 0 or heads[m] < 0:
-            continue
+    pos = 0
+    for j in range(words.shape[0]):
+        m = words[j]
         k = arc_ids(codes, table, G, heads[m], m, heads, long_attr, bits, buf)
-        _scores_of(W, buf, k, scores)
-        best = 0
-        for lab in range(1, W.shape[1]):
-            if scores[lab] > scores[best]:
-                best = lab
-        if best != y:
-            for i in range(k):
-                f = buf[i]
-                W[f, y] += 1.0
-                W[f, best] -= 1.0
-                U[f, y] += c[0]
-                U[f, best] -= c[0]
-        c[0] += 1.0
+        for q in range(k):
+            rows[pos + q] = buf[q]
+        pos += k
+        offsets[j + 1] = pos
+    return offsets, rows[:pos]
 
 
 @njit(cache=True)

@@ -556,3 +556,88 @@ def test_cli_errors(tmp_path, monkeypatch, capsys):
     assert "arboreal: error:" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         _main(monkeypatch, ["clusters", str(bad), "-o", str(out), "--clusters", "0"])
+
+
+# ---------------------------------------------------------------------------------------
+# cluster features in the parser
+
+
+SAMPLE_DIR = __import__("pathlib").Path(__file__).resolve().parents[1] / "data" / "sample"
+
+
+def _sample_clusters(sentences) -> Clusters:
+    """A clustering of the sample's words by their most frequent UPOS (8 bits: the POS's
+    index, then the word's rank bits), plus a word absent from the treebank."""
+    from collections import defaultdict
+
+    pos_of = defaultdict(Counter)
+    for s in sentences:
+        for f, p in zip(s.forms[1:], s.upos[1:]):
+            pos_of[normalize_word(f)][p] += 1
+    tags = sorted({p for c in pos_of.values() for p in c})
+    words = sorted(pos_of) + ["zyzzyva"]
+    bits = [format(tags.index(pos_of[w].most_common(1)[0][0]), "04b") + format(i % 16, "04b")
+            for i, w in enumerate(words[:-1])] + [format(tags.index("NOUN"), "04b") + "1111"]
+    return Clusters(words, bits)
+
+
+def test_parser_with_clusters_codes_unseen_words_by_cluster_and_stores_them(tmp_path):
+    """--clusters: each word's cluster prefixes are token attributes (c4, c6, cl), known
+    for words the treebank never showed; cluster templates are added to the arc, part and
+    label templates; the clustering travels in the model file."""
+    from arboreal.cli import main
+    from arboreal.features.first_order import ATTR_INDEX, UNK
+    from arboreal.io.conllu import read_conllu
+    from arboreal.models import Parser, load_model
+
+    train = read_conllu(SAMPLE_DIR / "en_ewt-sample-train.conllu")[:80]
+    clusters = _sample_clusters(train)
+    model = Parser.train(train, order=2, epochs=1, pruner_epochs=1, hash_bits=16,
+                         label_bits=10, clusters=clusters)
+    fs = model.features
+    assert "h.c4 m.c4" in fs.templates and "m.c4" in model.labeler.templates
+    assert "s.c4 m.c4" in model.higher_order.parts.templates["sib"]
+    [s] = read_conllu(SAMPLE_DIR / "en_ewt-sample-train.conllu")[:1]
+    unseen = _with_form(s, "Zyzzyva")    # not in the treebank, in the clustering
+    codes = fs.encode([unseen])[0].codes
+    assert codes[ATTR_INDEX["word"], 2] == UNK
+    noun = next(w for w, b in zip(clusters.words, clusters.bits)
+                if b[:4] == clusters.cluster("zyzzyva")[:4] and w != "zyzzyva")
+    assert codes[ATTR_INDEX["c4"], 2] == fs.encode([_with_form(unseen, noun)])[0].codes[
+        ATTR_INDEX["c4"], 2] != UNK
+    path = tmp_path / "m.npz"
+    model.save(path)
+    again = load_model(path)
+    assert again.features.clusters.cluster("zyzzyva") == clusters.cluster("zyzzyva")
+    test = read_conllu(SAMPLE_DIR / "en_ewt-sample-test.conllu")[:30]
+    for a, b in zip(model.predict_heads(test), again.predict_heads(test)):
+        assert np.array_equal(a, b)
+    # without a clustering the cluster attributes are one constant and fire nothing
+    plain = Parser.train(train, epochs=1, hash_bits=16, label_bits=10)
+    assert not any(".c4" in t or ".cl" in t for t in plain.features.templates)
+    assert set(plain.features.encode(test)[0].codes[ATTR_INDEX["cl"], 2:-1].tolist()) == \
+        {plain.features._codes_of("cl", np.array([NOCL], dtype=object))[0]}
+    # the command line: --clusters PATHS, a bad file is a one-line error
+    paths = tmp_path / "paths"
+    write_paths(clusters, paths)
+    conllu = tmp_path / "train.conllu"
+    from arboreal.io.conllu import write_conllu
+
+    write_conllu(train, conllu)
+    assert main(["train", str(conllu), "--clusters", str(paths), "--no-tagger",
+                 "--no-tokenizer", "--epochs", "1", "--hash-bits", "14", "-o",
+                 str(tmp_path / "c.npz"), "--quiet"]) == 0
+    assert load_model(tmp_path / "c.npz").features.clusters is not None
+    paths.write_text("not a paths file\n")
+    assert main(["train", str(conllu), "--clusters", str(paths), "--epochs", "1",
+                 "-o", str(tmp_path / "d.npz"), "--quiet"]) == 2
+    assert not (tmp_path / "d.npz").exists()
+
+
+def _with_form(sentence, form):
+    import copy
+
+    other = copy.deepcopy(sentence)
+    other.forms = other.forms.copy()
+    other.forms[1] = form
+    return other

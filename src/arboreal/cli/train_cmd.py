@@ -58,6 +58,10 @@ def add_parser(subparsers) -> None:
                    help="only features seen >= K times in gold training trees (default 0: all)")
     p.add_argument("--hash-bits", type=_positive, default=23, metavar="B",
                    help="2**B hashed feature weights (default 23: 32 MB of float32)")
+    p.add_argument("--clusters", metavar="PATHS", default=None,
+                   help="word clusters (a paths file of 'arboreal clusters' or Liang's "
+                        "wcluster): cluster features for arcs, parts and labels (Koo et al. "
+                        "2008); the clusters are stored in the model")
     p.add_argument("--order", type=int, choices=(1, 2, 3), default=1,
                    help="factorization order: 1 (arcs), 2 or 3 (higher-order parts)")
     p.add_argument("--parts", nargs="+", default=None, metavar="PART",
@@ -181,6 +185,12 @@ def _train(args, mixing) -> int:
     if args.no_tagger and (args.jackknife or args.tagger_epochs):
         raise ArborealError("--jackknife and --tagger-epochs need the tagger (no --no-tagger)")
 
+    clusters = None
+    if args.clusters is not None:
+        from arboreal.features.clusters import read_paths
+
+        clusters = read_paths(args.clusters)
+
     def train_parser(train_sentences, dev_sentences):
         from arboreal.models import Parser
 
@@ -188,7 +198,8 @@ def _train(args, mixing) -> int:
             warnings.filterwarnings("ignore", message=r".*memory budget")
             model = Parser.train(train_sentences, dev_sentences, progress=progress, log=log,
                                  projectivize=False if args.no_projectivize else None,
-                                 mixing=mixing, order=args.order, parts=args.parts, **common,
+                                 mixing=mixing, order=args.order, parts=args.parts,
+                                 clusters=clusters, **common,
                                  **options)
         choice = model.meta["training"].get("higher_order", {}).get("temperature_choice")
         if choice and not args.quiet:

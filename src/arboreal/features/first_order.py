@@ -37,11 +37,15 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from arboreal.features.clusters import NOCL
 from arboreal.features.hashing import (accumulate_dense_batch_kernel, accumulate_dense_kernel,
                                        arc_ids, arc_scores_batch_kernel, arc_scores_rows_kernel,
                                        compile_templates, partial_hashes)
 
-ATTRS = ("word", "p5", "pos", "xpos", "lemma", "feats", "suf3", "long")
+ATTRS = ("word", "p5", "pos", "xpos", "lemma", "feats", "suf3", "long", "c4", "c6", "cl")
+#: word-cluster attributes (4- and 6-bit prefixes and the whole bit string of the word's
+#: Brown cluster, Koo et al. 2008); NOCL without a clustering or for unknown words
+CLUSTER_ATTRS = {"c4": 4, "c6": 6, "cl": None}
 #: arcs scored per kernel call for long sentences (bounds the time between checks for
 #: Ctrl-C and the scratch memory of one call)
 ROW_CHUNK_ARCS = 1 << 21
@@ -118,6 +122,17 @@ def default_templates() -> list[str]:
 
 TEMPLATE_SETS = {"mcdonald": mcdonald_templates, "default": default_templates}
 
+#: arc templates over word clusters, added to a named template set when the feature set
+#: has a clustering (Koo, Carreras & Collins 2008: cluster prefixes of head and modifier
+#: alone, with each other, with POS and with words, and in the POS context templates)
+CLUSTER_TEMPLATES = [
+    "h.c4", "m.c4", "h.cl", "m.cl",
+    "h.c4 m.c4", "h.c6 m.c6", "h.cl m.cl",
+    "h.c4 m.pos", "h.pos m.c4", "h.c6 m.pos", "h.pos m.c6", "h.cl m.pos", "h.pos m.cl",
+    "h.c4 m.word", "h.word m.c4", "h.c4 h.pos m.c4 m.pos",
+    "h.c4 b.pos m.c4", "h.c4 h+1.c4 m-1.c4 m.c4", "h-1.c4 h.c4 m.c4 m+1.c4",
+]
+
 
 @dataclass
 class EncodedSentence:
@@ -185,12 +200,16 @@ class FeatureSet:
     """
 
     def __init__(self, templates: str | list[str] = "default", bits: int = 23,
-                 cutoff: int = 0, lowercase: bool | None = None, share_blocks: bool = True):
+                 cutoff: int = 0, lowercase: bool | None = None, share_blocks: bool = True,
+                 clusters=None):
+        #: the word clustering of the ``c4``, ``c6``, ``cl`` attributes
+        #: (:class:`~arboreal.features.clusters.Clusters`), or None
+        self.clusters = clusters
         if isinstance(templates, str):
             if templates not in TEMPLATE_SETS:
                 raise ValueError(f"unknown feature set {templates!r}; choose from {sorted(TEMPLATE_SETS)}")
             self.name = templates
-            self.templates = TEMPLATE_SETS[templates]()
+            self.templates = TEMPLATE_SETS[templates]() + (CLUSTER_TEMPLATES if clusters else [])
         else:
             self.name = "custom"
             self.templates = list(templates)
@@ -248,6 +267,11 @@ class FeatureSet:
             "p5": np.array([w[:5] for w in word_types], dtype=object),
             "suf3": np.array([w[-3:] for w in word_types], dtype=object),
         }
+        paths = (self.clusters.lookup(forms_u.tolist()) if self.clusters is not None
+                 else [NOCL] * forms_u.size)
+        for attr, k in CLUSTER_ATTRS.items():
+            derived[attr] = np.array([p if k is None or p == NOCL else p[:k] for p in paths],
+                                     dtype=object)
         cols = {name: (vals, forms_inv) for name, vals in derived.items()}
         long_flag = np.array([len(w) > 5 for w in word_types], dtype=np.int32)[forms_inv] \
             if forms_inv.size else np.zeros(0, dtype=np.int32)
@@ -265,6 +289,12 @@ class FeatureSet:
         self._fit_cache = (sentences, cols, long_flag)
         for name, (vals, _inv) in cols.items():
             self.vocabs[name] = np.unique(vals.astype(str)) if vals.size else np.zeros(0, dtype=str)
+        for attr, k in CLUSTER_ATTRS.items():
+            # every cluster of the clustering, not only those of training words: words
+            # unseen in training then still get their cluster's features
+            known = {b if k is None else b[:k] for b in self.clusters.bits} \
+                if self.clusters is not None else set()
+            self.vocabs[attr] = np.array(sorted(known | {NOCL}), dtype=str)
         self._lookup = {}
         if self.cutoff > 0:
             counts = np.zeros(self.dim, dtype=np.int32)
@@ -458,13 +488,14 @@ class FeatureSet:
         """JSON-able description (vocabularies and mask are saved separately as arrays)."""
         return {"name": self.name, "templates": self.templates, "bits": self.bits,
                 "cutoff": self.cutoff, "lowercase": self.lowercase,
-                "share_blocks": self.share_blocks}
+                "share_blocks": self.share_blocks, "clusters": self.clusters is not None}
 
     @classmethod
     def from_config(cls, cfg: dict, vocabs: dict[str, np.ndarray],
-                    allowed: np.ndarray | None) -> "FeatureSet":
+                    allowed: np.ndarray | None, clusters=None) -> "FeatureSet":
         fs = cls(templates=cfg["templates"], bits=cfg["bits"], cutoff=cfg["cutoff"],
-                 lowercase=cfg["lowercase"], share_blocks=cfg["share_blocks"])
+                 lowercase=cfg["lowercase"], share_blocks=cfg["share_blocks"],
+                 clusters=clusters)
         fs.name = cfg["name"]
         fs.vocabs = {k: np.asarray(v, dtype=str) for k, v in vocabs.items()}
         fs._lookup = {}

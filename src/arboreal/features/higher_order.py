@@ -71,6 +71,17 @@ def _kind_templates(kind: str, word: str = "word", pos: str = "pos") -> list[str
 
 #: the templates of every part kind a new model gets
 DEFAULT_PART_TEMPLATES: dict[str, list[str]] = {k: _kind_templates(k) for k in KINDS}
+#: added to them when the parser has word clusters (Koo, Carreras & Collins 2008: the
+#: part's words by 4-bit and 6-bit cluster prefixes and full clusters, and mixed with
+#: POS)
+CLUSTER_PART_TEMPLATES: dict[str, list[str]] = {
+    "sib": ["h.c4 s.c4 m.c4", "s.c4 m.c4", "s.c6 m.c6", "s.cl m.cl", "h.pos s.c4 m.c4",
+            "h.c4 s.pos m.pos", "s.c4 m.pos", "s.pos m.c4"],
+    "grand": ["g.c4 h.c4 m.c4", "g.c4 m.c4", "g.c6 m.c6", "g.cl m.cl", "g.pos h.c4 m.c4",
+              "g.c4 h.pos m.pos", "g.c4 m.pos", "g.pos m.c4"],
+    "gsib": ["g.c4 h.c4 s.c4 m.c4", "g.c4 s.c4 m.c4", "g.pos s.c4 m.c4"],
+    "trisib": ["t.c4 s.c4 m.c4", "h.c4 t.c4 m.c4", "t.pos s.c4 m.c4"],
+}
 
 
 def compile_part_templates(kind: str, templates: list[str]) -> np.ndarray:

@@ -45,6 +45,8 @@ LABEL_TEMPLATES = [
     "c.pos m.pos", "c.word m.pos", "c.word h.pos m.pos", "c.pos c.word m.word",
     "c.lemma m.lemma", "c.feats m.pos",
     "s.pos h.pos m.pos", "s.word m.pos",
+    # word clusters (used when the parser has a clustering)
+    "m.c4", "m.c6", "m.cl", "h.c4 m.c4", "h.pos m.c6", "h.c6 m.pos", "c.c4 m.c4",
 ]
 
 

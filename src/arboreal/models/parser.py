@@ -18,7 +18,9 @@ import numpy as np
 
 from arboreal.errors import ArborealError, ModelError
 from arboreal.inference.higher_order.memory import MemoryBudgetWarning
-from arboreal.features.first_order import ATTRS, N_RESERVED, TEMPLATE_SETS, FeatureSet
+from arboreal.features.first_order import (ATTRS, CLUSTER_ATTRS, N_RESERVED, TEMPLATE_SETS,
+                                          FeatureSet)
+from arboreal.features.higher_order import CLUSTER_PART_TEMPLATES, DEFAULT_PART_TEMPLATES
 from arboreal.features.hashing import as_aligned
 from arboreal.learn import TrainingData, decode, get_learner
 from arboreal.models.analysis import analyze, arc_marginals, score_matrices
@@ -36,7 +38,7 @@ from arboreal.models.serialization import (MAX_WEIGHT_BITS, MetaFields, array_sh
 
 DECODERS = ("eisner", "cle", "auto")
 #: the vocabularies FeatureSet.encode looks up (every fitted feature set has all)
-VOCAB_NAMES = ("word", "p5", "suf3", "pos", "xpos", "lemma", "feats")
+VOCAB_NAMES = ("word", "p5", "suf3", "pos", "xpos", "lemma", "feats", "c4", "c6", "cl")
 #: arc feature templates read the head, the modifier and the words between them
 ARC_ANCHORS = "hmb"
 
@@ -50,6 +52,11 @@ def feature_set_from_file(fields: MetaFields, arrays) -> FeatureSet:
     check_templates(cfg, "templates", templates, ARC_ANCHORS)
     bits = cfg.int("bits", 10, MAX_WEIGHT_BITS)
     share_blocks = cfg.bool("share_blocks")
+    clusters = None
+    if cfg.bool("clusters"):
+        from arboreal.features.clusters import Clusters
+
+        clusters = Clusters.from_arrays(arrays, "clusters")
     clean = {"name": cfg.choice("name", (*TEMPLATE_SETS, "custom")), "templates": templates,
              "bits": bits, "cutoff": cfg.int("cutoff", 0, 2**31),
              "lowercase": cfg.bool("lowercase"), "share_blocks": share_blocks}
@@ -65,7 +72,7 @@ def feature_set_from_file(fields: MetaFields, arrays) -> FeatureSet:
         if packed.dtype != np.uint8:
             raise ValueError("the cut-off mask 'allowed' is not a byte array")
         allowed = np.unpackbits(packed)[: 1 << bits].astype(bool)
-    return FeatureSet.from_config(clean, vocabs, allowed)
+    return FeatureSet.from_config(clean, vocabs, allowed, clusters)
 
 
 @dataclass
@@ -199,7 +206,7 @@ class Parser(PipelineMixin):
               projectivize: bool | None = None, label_feature_bits: int = 16,
               mixing: Callable | None = None, order: int = 1,
               parts: str | list[str] | None = None, part_templates: dict | None = None,
-              **learner_options) -> "Parser":
+              clusters=None, **learner_options) -> "Parser":
         """Train a parser.
 
         train_sentences / dev: lists of Sentence with complete trees.
@@ -228,6 +235,10 @@ class Parser(PipelineMixin):
             ``learner_options``. The learner must then be an online one (perceptron,
             mira, kbest-mira: 1-best there); decoder "eisner" (exact projective) or
             "cle" (projective tree, then hill-climbing; sibling and grandparent parts).
+        clusters: a word clustering (:class:`~arboreal.features.clusters.Clusters`,
+            e.g. from ``arboreal clusters``): cluster templates are added to the arc,
+            part and label templates (Koo, Carreras & Collins 2008) and the clustering
+            is stored in the model.
         A learner with ``labeled = True`` (``loglinear-labeled``) trains labels jointly
         with the arcs through the labeled partition function; no second-stage labeler
         is trained then, and ``label_feature_bits`` sizes its label feature table.
@@ -274,7 +285,8 @@ class Parser(PipelineMixin):
         if mixing is not None:   # iterative parameter mixing (arboreal.learn.mixing)
             learn = mixing(learn)
         t0 = time.perf_counter()
-        fs = FeatureSet(features, bits=hash_bits, cutoff=feature_cutoff).fit(train_sentences)
+        fs = FeatureSet(features, bits=hash_bits, cutoff=feature_cutoff,
+                        clusters=clusters).fit(train_sentences)
         enc = fs.encode(train_sentences)
         heads = [np.asarray(s.heads, dtype=np.int64) for s in train_sentences]
         t_features = time.perf_counter() - t0
@@ -283,6 +295,13 @@ class Parser(PipelineMixin):
         t0 = time.perf_counter()
         labels = np.unique(np.concatenate([s.deprels[1:] for s in train_sentences]).astype(str))
         used = set(ATTRS) if fs.name != "mcdonald" else {"word", "p5", "pos"}
+        if clusters is None:
+            used -= set(CLUSTER_ATTRS)
+        else:
+            used |= set(CLUSTER_ATTRS)
+        if kinds and part_templates is None and clusters is not None:
+            part_templates = {k: DEFAULT_PART_TEMPLATES[k] + CLUSTER_PART_TEMPLATES[k]
+                              for k in kinds}
         joint = bool(getattr(learn, "labeled", False))
         try:
             # Labeler lowers the bits (warning) if 2^bits x labels would exceed its budget
@@ -631,6 +650,8 @@ class Parser(PipelineMixin):
         put_weights(arrays, "l", self.labeler.W)
         put_strings(arrays, "labels", self.labeler.labels.tolist())
         put_vocabs(arrays, fs.vocabs)
+        if fs.clusters is not None:
+            arrays.update(fs.clusters.to_arrays("clusters"))
         if fs.allowed is not None:
             arrays["allowed"] = np.packbits(fs.allowed)
         meta = {"model_type": self.model_type, "decoder": self.decoder,

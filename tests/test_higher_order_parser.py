@@ -476,3 +476,21 @@ def test_pruning_temperature_is_chosen_to_keep_the_target_share_of_dev_heads(sam
                          prune_temperature=42.0, **SMALL)
     assert fixed.higher_order.prune_temperature == 42.0
     assert fixed.meta["training"]["higher_order"]["temperature_choice"] is None
+
+
+def test_first_order_analyses_are_refused_clearly_for_higher_orders(trained, tmp_path, capsys):
+    """k-best trees, marginals and MBR need the exact first-order sums: a model of order
+    2 refuses them with a one-line error (exit 2); warmup still runs it."""
+    from arboreal.cli import main
+
+    _, models = trained
+    path = tmp_path / "o2.npz"
+    models[2].save(path)
+    test = SAMPLE / "en_ewt-sample-test.conllu"
+    for extra in (["--kbest", "2"], ["--marginals"], ["--decode", "mbr"]):
+        assert main(["parse", str(path), str(test), "-o", str(tmp_path / "x"), *extra]) == 2
+        err = capsys.readouterr().err
+        assert "need a first-order model" in err and "Traceback" not in err
+    with pytest.raises(ArborealError, match="first-order model"):
+        models[2].arc_marginals(read_conllu(test)[:2])
+    assert main(["warmup", str(path)]) == 0

@@ -90,10 +90,16 @@ def warmup(model_paths=(), log=None) -> None:
                 folds=2, tagger_epochs=1))
     for model in models:
         say("warmup: parsing")
+        words = ["The", "dog", "sees", "a", "cat", "."]
         if model.tokenizer is not None:
             sentences = model.parse_text(text)
-        else:
-            sentences = model.parse_tokens([["The", "dog", "sees", "a", "cat", "."]])
-        if hasattr(model, "parse_kbest"):
+        elif model.tagger is not None:
+            sentences = model.parse_tokens([words])
+        else:   # a parser alone needs tagged input
+            from arboreal.io.sentence import Sentence
+
+            sentences = model.parse([Sentence.from_columns(
+                words, upos=["DET", "NOUN", "VERB", "DET", "NOUN", "PUNCT"])])
+        if model.order == 1:   # marginals and k-best trees exist at first order
             model.parse(sentences, decode="mbr", probabilities=True)
             model.parse_kbest(sentences, 2, probabilities=True)

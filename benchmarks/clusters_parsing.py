@@ -1,0 +1,200 @@
+"""Word clusters as parser features (Koo, Carreras & Collins 2008) on UD English-EWT:
+clusters vs baseline, learning curves, with predicted tags, gold tags and without POS.
+
+Tags (``--tags``):
+
+* ``pred``: the pipeline's predicted tags (UPOS, XPOS, FEATS, LEMMA): EWT train tagged
+  by 5-fold jackknifing (each fifth by a tagger trained on the other four, as
+  ``arboreal train`` does), dev and test by a tagger trained on all of train (best
+  epoch per stage on dev); gold tokens;
+* ``gold``: the treebank's own tags;
+* ``nopos``: no tags at all (UPOS and XPOS one constant, FEATS and LEMMA ``_``): the
+  "clusters instead of POS" setting of the talk.
+
+For each tag setting, training size (the first N training sentences, ``--sizes``;
+``all`` = 12,544), order (``--orders``; learner = ``arboreal train``'s default for the
+order: perceptron at 1, MIRA at 2) and seed (``--seeds``, the order the epochs visit
+the sentences), a parser is trained with and without ``--clusters`` (10 epochs, best on
+dev, everything else the defaults) and tested on EWT test; UAS over every word. The
+cluster file: ``runs/clusters/en-10M.c1000.m1.arboreal.paths``, from
+``python benchmarks/clusters.py`` (1,000 Brown clusters of 10M tokens of the corpus of
+``benchmarks/unlabeled_corpus.py``).
+
+    python benchmarks/clusters_parsing.py --tags pred gold --sizes 1000 2000 4000 8000 all \\
+        --orders 1 --seeds 0 [--phases prepare,train,report] [--write]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+for _v in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+    os.environ.setdefault(_v, "1")
+
+import numpy as np  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+EWT = ROOT.parent / "shared" / "data" / "ud" / "UD_English-EWT"
+RUNS = ROOT / "runs" / "clusters_parsing"
+PATHS = ROOT / "runs" / "clusters" / "en-10M.c1000.m1.arboreal.paths"
+
+
+def split(name: str) -> Path:
+    return next(EWT.glob(f"*-ud-{name}.conllu"))
+
+
+def prepare(runs: Path) -> None:
+    """Write the tagged splits: {tags}.{split}.conllu for every tag setting."""
+    from arboreal.io.conllu import read_conllu, write_conllu
+    from arboreal.models.pipeline import jackknife
+    from arboreal.models.tagger import Tagger
+
+    runs.mkdir(parents=True, exist_ok=True)
+    data = {k: read_conllu(split(k)) for k in ("train", "dev", "test")}
+    for k, sents in data.items():
+        write_conllu(sents, runs / f"gold.{k}.conllu")
+        write_conllu([_untagged(s) for s in sents], runs / f"nopos.{k}.conllu")
+    t = time.perf_counter()
+    # as arboreal.models.pipeline trains the pipeline: the final tagger (best epoch per
+    # stage on dev) tags dev and test; fold taggers of its epochs and decoding tag train
+    final = Tagger.train(data["train"], data["dev"])
+    write_conllu(final.tag(data["dev"]), runs / "pred.dev.conllu")
+    write_conllu(final.tag(data["test"]), runs / "pred.test.conllu")
+    epochs = {name: max(st.epochs, 1) for name, st in final.stages.items()}
+    decoding = {name: st.decoding for name, st in final.stages.items()}
+    write_conllu(jackknife(data["train"], 5, lambda part: Tagger.train(
+        part, epochs=epochs, decoding=decoding)), runs / "pred.train.conllu")
+    (runs / "prepare.json").write_text(json.dumps({"tagger_s": time.perf_counter() - t}))
+
+
+def _untagged(s):
+    import copy
+
+    out = copy.deepcopy(s)
+    for col, value in (("upos", "X"), ("xpos", "X"), ("feats", "_"), ("lemmas", "_")):
+        arr = getattr(out, col).copy()
+        arr[1:] = value
+        setattr(out, col, arr)
+    return out
+
+
+def train_one(runs: Path, tags: str, size: str, order: int, seed: int, clusters) -> dict:
+    from arboreal.io.conllu import read_conllu
+    from arboreal.models import Parser
+
+    name = f"{tags}.{size}.o{order}.s{seed}.{'clusters' if clusters else 'base'}"
+    out = runs / f"{name}.json"
+    if out.exists():
+        return json.loads(out.read_text())
+    train = read_conllu(runs / f"{tags}.train.conllu")
+    if size != "all":
+        train = train[:int(size)]
+    dev = read_conllu(runs / f"{tags}.dev.conllu")
+    test = read_conllu(runs / f"{tags}.test.conllu")
+    t, c = time.perf_counter(), time.process_time()
+    model = Parser.train(train, dev, order=order, learner="perceptron" if order == 1 else "mira",
+                         seed=seed, clusters=clusters)
+    heads = model.predict_heads(test)
+    right = [h[1:] == s.heads[1:] for h, s in zip(heads, test)]
+    res = {"name": name, "tags": tags, "size": size, "order": order, "seed": seed,
+           "clusters": bool(clusters), "uas": 100 * float(np.concatenate(right).mean()),
+           "train_s": time.perf_counter() - t, "cpu_s": time.process_time() - c,
+           "best_epoch": model.meta.get("best_epoch"), "sentences": len(train),
+           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    np.save(runs / f"{name}.right.npy", np.concatenate(right))
+    out.write_text(json.dumps(res, indent=1))
+    print(json.dumps(res), flush=True)
+    return res
+
+
+def sign_test(a: np.ndarray, b: np.ndarray) -> float:
+    better, worse = int((a & ~b).sum()), int((b & ~a).sum())
+    n, k = better + worse, min(better, worse)
+    return min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n) if n else 1.0
+
+
+def report(runs: Path, tags_list, sizes, orders, seeds) -> str:
+    lines = ["| tags | order | training sentences | seeds | baseline UAS | clusters UAS | "
+             "difference | words only clusters right | words only baseline right | "
+             "sign test p (pooled over seeds) |", "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for tags in tags_list:
+        for order in orders:
+            for size in sizes:
+                base, clus, got = [], [], []
+                for seed in seeds:
+                    stem = runs / f"{tags}.{size}.o{order}.s{seed}"
+                    b, c = Path(f"{stem}.base.json"), Path(f"{stem}.clusters.json")
+                    if b.exists() and c.exists():
+                        base.append(json.loads(b.read_text())["uas"])
+                        clus.append(json.loads(c.read_text())["uas"])
+                        got.append((np.load(f"{stem}.clusters.right.npy"),
+                                    np.load(f"{stem}.base.right.npy")))
+                if not base:
+                    continue
+                a = np.concatenate([x for x, _ in got])
+                b_ = np.concatenate([y for _, y in got])
+                n_sent = json.loads(Path(f"{runs / f'{tags}.{size}.o{order}.s{seeds[0]}'}"
+                                         ".base.json").read_text())["sentences"]
+                lines.append(f"| {tags} | {order} | {n_sent:,} | {len(base)} | "
+                             f"{np.mean(base):.2f} | {np.mean(clus):.2f} | "
+                             f"{np.mean(clus) - np.mean(base):+.2f} | {int((a & ~b_).sum())} | "
+                             f"{int((b_ & ~a).sum())} | {sign_test(a, b_):.3g} |")
+    prep = runs / "prepare.json"
+    extra = (f" Predicted tags: one tagger on all of train for dev and test, 5-fold "
+             f"jackknifing for train ({json.loads(prep.read_text())['tagger_s']:.0f} s)."
+             if prep.exists() else "")
+    return "\n".join(lines) + (
+        "\n\nEWT test UAS (every word, punctuation included), mean over the seeds; the sign "
+        "test pools the seeds' words. Learner: perceptron at order 1, MIRA at order 2 (the "
+        "defaults of `arboreal train`), 10 epochs, best on dev, 2^23 weights, default "
+        "features; clusters: 1,000 Brown clusters of 10M tokens (`arboreal clusters`, "
+        "benchmarks/clusters.py)." + extra)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--tags", nargs="+", default=["pred", "gold"],
+                    choices=["pred", "gold", "nopos"])
+    ap.add_argument("--sizes", nargs="+", default=["1000", "2000", "4000", "8000", "all"])
+    ap.add_argument("--orders", nargs="+", type=int, default=[1])
+    ap.add_argument("--seeds", nargs="+", type=int, default=[0])
+    ap.add_argument("--paths", default=str(PATHS))
+    ap.add_argument("--runs", default=str(RUNS))
+    ap.add_argument("--phases", default="prepare,train,report")
+    ap.add_argument("--write", action="store_true")
+    args = ap.parse_args(argv)
+    runs = Path(args.runs)
+    phases = args.phases.split(",")
+    if "prepare" in phases and not (runs / "pred.train.conllu").exists():
+        prepare(runs)
+    if "train" in phases:
+        from arboreal.features.clusters import read_paths
+
+        clusters = read_paths(args.paths)
+        for tags in args.tags:
+            for order in args.orders:
+                for size in args.sizes:
+                    for seed in args.seeds:
+                        for with_clusters in (False, True):
+                            train_one(runs, tags, size, order, seed,
+                                      clusters if with_clusters else None)
+    if "report" in phases:
+        body = report(runs, args.tags, args.sizes, args.orders, args.seeds)
+        print(body)
+        if args.write:
+            from _report import write_section
+
+            write_section("clusters_parsing", "Word clusters as parser features (EWT)",
+                          "python benchmarks/clusters_parsing.py " + " ".join(argv or sys.argv[1:]),
+                          body)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -113,6 +113,48 @@ def _check_trees(sentences: list, what: str) -> None:
                                 "training and dev data need complete trees")
 
 
+def _train_higher_order(fs: FeatureSet, enc: list, heads: list, arc_heads: list, kinds: tuple,
+                        epochs: int, seed: int, single_root: bool, projective: bool,
+                        part_templates: dict | None, options: dict,
+                        tune_on: tuple | None, log: Callable | None):
+    """The higher-order side of ``Parser.train``: the pruner (``options``: the
+    higher-order options with their defaults), the pruning masks of the training
+    sentences (gold arcs ``arc_heads`` kept) and which of them fit the memory budget.
+    Returns ``(HigherOrder, encoded sentences and arc-model heads of the epochs, their
+    decoder (i, w) -> heads, the pruning facts for the model's metadata)``."""
+    options = dict(options)
+    pruner_epochs = options.pop("pruner_epochs") or epochs
+
+    def pruner_log(epoch: int, seconds: float) -> None:
+        if log is not None:
+            log(EpochReport(epoch, seconds, None, None, False, stage="pruner"))
+
+    try:
+        ho = HigherOrder.train(fs, enc, heads, kinds, pruner_epochs, seed, single_root,
+                               projective=projective, templates=part_templates,
+                               log=pruner_log, tune_on=tune_on, **options)
+    except (ValueError, TypeError) as exc:
+        raise ArborealError(str(exc)) from None
+    masks = ho.masks(enc, arc_heads)
+    fit = [i for i, a in enumerate(masks) if a is not None and ho.mask_fits(a)]
+    if len(fit) < len(enc):
+        warnings.warn(f"{len(enc) - len(fit)} training sentence(s) over the memory budget "
+                      f"({ho.memory_budget / 2**20:.4g} MiB) left out of the order-{ho.order} "
+                      f"epochs (used by the first-order pruner and the labeler only)",
+                      MemoryBudgetWarning, stacklevel=3)
+    fit_enc = [enc[i] for i in fit]
+    fit_masks = [masks[i] for i in fit]
+    recall, per_word = ho.pruning_recall(enc, heads)
+    pruning = {"pruner_epochs": pruner_epochs, "gold_heads_kept_train": recall,
+               "kept_heads_per_word_train": per_word, "temperature": ho.prune_temperature,
+               "temperature_choice": ho.temperature_choice, "options": options}
+
+    def decode(i: int, w: np.ndarray) -> np.ndarray:
+        return ho.decode(fit_enc[i], fit_masks[i], w)
+
+    return ho, fit_enc, [arc_heads[i] for i in fit], decode, pruning
+
+
 def _held_out_split(n: int, seed: int) -> tuple[list[int], list[int]]:
     """(held-out, rest): a seeded random tenth of n training sentences (at least one,
     all but one at most) and the others, each in their original order."""
@@ -356,46 +398,16 @@ class Parser(PipelineMixin):
         pruning: dict = {}
         if kinds:
             t0 = time.perf_counter()
-            ho_options = {**HIGHER_ORDER_OPTIONS, **ho_options}
-            pruner_epochs = ho_options.pop("pruner_epochs") or epochs
-
-            def pruner_log(epoch: int, seconds: float) -> None:
-                if log is not None:
-                    log(EpochReport(epoch, seconds, None, None, False, stage="pruner"))
-
             tune_on = None
             if dev_enc is not None:
                 tune_on = (dev_enc, [np.asarray(s.heads, dtype=np.int64) for s in dev])
-            try:
-                ho = HigherOrder.train(fs, enc, heads, kinds, pruner_epochs, seed, single_root,
-                                       projective=train_decoder == "eisner",
-                                       templates=part_templates, log=pruner_log,
-                                       tune_on=tune_on, **ho_options)
-            except (ValueError, TypeError) as exc:
-                raise ArborealError(str(exc)) from None
-            parser.higher_order = ho
-            masks = ho.masks(enc, arc_heads)
-            fit = [i for i, a in enumerate(masks) if a is not None and ho.mask_fits(a)]
-            parser.train_skipped = len(enc) - len(fit)
-            if parser.train_skipped:
-                warnings.warn(f"{parser.train_skipped} training sentence(s) over the memory "
-                              f"budget ({ho.memory_budget / 2**20:.4g} MiB) left out of the "
-                              f"order-{ho.order} epochs (used by the first-order pruner and "
-                              f"the labeler only)", MemoryBudgetWarning, stacklevel=2)
-            data_enc = [enc[i] for i in fit]
-            arc_heads = [arc_heads[i] for i in fit]
-            fit_masks = [masks[i] for i in fit]
-            recall, per_word = ho.pruning_recall(enc, heads)
-            pruning = {"pruner_epochs": pruner_epochs, "gold_heads_kept_train": recall,
-                       "kept_heads_per_word_train": per_word,
-                       "temperature": ho.prune_temperature,
-                       "temperature_choice": ho.temperature_choice}
+            parser.higher_order, data_enc, arc_heads, data_decoder, pruning = \
+                _train_higher_order(fs, enc, heads, arc_heads, kinds, epochs, seed, single_root,
+                                    train_decoder == "eisner", part_templates,
+                                    {**HIGHER_ORDER_OPTIONS, **ho_options}, tune_on, log)
+            parser.train_skipped = len(enc) - len(data_enc)
             if dev_enc is not None:
-                dev_masks = ho.masks(dev_enc)
-
-            def decode_parts(i: int, w: np.ndarray) -> np.ndarray:
-                return ho.decode(data_enc[i], fit_masks[i], w)
-            data_decoder = decode_parts
+                dev_masks = parser.higher_order.masks(dev_enc)
             t_pruner = time.perf_counter() - t0
         history: list[dict] = []
         best = {"uas": -1.0, "weights": None, "epoch": 0}
@@ -509,8 +521,7 @@ class Parser(PipelineMixin):
                          "features": features, "hash_bits": hash_bits,
                          "feature_cutoff": feature_cutoff, "label_bits": label_bits,
                          "joint_labels": joint, "order": parser.order,
-                         **({"higher_order": {**pruning, "options": ho_options}} if kinds
-                            else {}),
+                         **({"higher_order": pruning} if kinds else {}),
                          "projectivized_trees": n_projectivized,
                          "train_sentences": len(train_sentences),
                          "dev_sentences": len(dev) if dev else 0,

@@ -31,12 +31,15 @@ from pathlib import Path
 import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
-EWT = ROOT.parent / "shared" / "data" / "ud" / "UD_English-EWT"
+UD = ROOT.parent / "shared" / "data" / "ud"
 sys.path.insert(0, str(ROOT / "benchmarks"))
+#: the treebank of the run (--treebank)
+TREEBANK = ["UD_English-EWT"]
 
 
 def files() -> dict[str, Path]:
-    return {split: next(EWT.glob(f"*-ud-{split}.conllu")) for split in ("train", "dev", "test")}
+    return {split: next((UD / TREEBANK[0]).glob(f"*-ud-{split}.conllu"))
+            for split in ("train", "dev", "test")}
 
 
 def run_timed(cmd: list[str], env: dict) -> tuple[float, float, str]:
@@ -84,7 +87,8 @@ def train_config(config: str, runs: Path, code: Path) -> dict:
     meta = json.loads(subprocess.run(
         [sys.executable, "-c", "import json,sys; from arboreal.models.serialization import "
          "load_model_file; m,_=load_model_file(sys.argv[1]); "
-         "print(json.dumps({k: m.get(k) for k in ('best_epoch', 'history', 'stats')}))",
+         "print(json.dumps({'best_epoch': m.get('best_epoch'), 'history': m.get('history'), "
+         "'pruning': (m.get('training') or {}).get('higher_order')}))",
          str(model)], capture_output=True, text=True, env=env, check=True).stdout)
     history = meta.get("history") or []
     best = meta.get("best_epoch")
@@ -95,12 +99,31 @@ def train_config(config: str, runs: Path, code: Path) -> dict:
               "dev_uas": dev_uas, "test_uas": 100 * right.mean(),
               "test_las": 100 * (right & (pred_l == gold_l)).mean(),
               "parse_wall_s": p_wall, "parse_cpu_s": p_cpu, "words": int(gold_h.size),
-              "stats": meta.get("stats"), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+              "pruning": meta.get("pruning"), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
     (runs / f"{config}.json").write_text(json.dumps(result, indent=1))
     np.save(runs / f"{config}.right.npy", right)
     print(json.dumps({k: result[k] for k in ("config", "dev_uas", "test_uas", "test_las",
                                               "train_wall_s", "parse_wall_s")}), flush=True)
     return result
+
+
+def retime(config: str, runs: Path, code: Path, rounds: int) -> dict:
+    """Re-time ``arboreal parse`` of a trained configuration: the fastest of ``rounds``
+    whole commands (after one warm-up), wall and CPU; stored as CONFIG.speed.json."""
+    f = files()
+    env = dict(os.environ, PYTHONPATH=str(code / "src"), NUMBA_NUM_THREADS="1",
+               OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+    cmd = [sys.executable, "-m", "arboreal", "parse", str(runs / f"{config}.npz"),
+           str(f["test"]), "-o", str(runs / f"{config}.retime.conllu")]
+    run_timed(cmd, env)
+    times = [run_timed(cmd, env)[:2] for _ in range(rounds)]
+    wall, cpu = min(times)
+    out = {"config": config, "wall_s": wall, "cpu_s": cpu, "rounds": rounds,
+           "load": os.getloadavg()[0], "code": str(code),
+           "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+    (runs / f"{config}.speed.json").write_text(json.dumps(out, indent=1))
+    print(json.dumps(out), flush=True)
+    return out
 
 
 def sign_test(a: np.ndarray, b: np.ndarray) -> tuple[int, int, float]:
@@ -111,17 +134,27 @@ def sign_test(a: np.ndarray, b: np.ndarray) -> tuple[int, int, float]:
     return only_a, only_b, p
 
 
-def report(runs: Path, configs: list[str]) -> str:
+def report(runs: Path, configs: list[str], before: Path | None = None) -> str:
     rows = [json.loads((runs / f"{c}.json").read_text()) for c in configs
             if (runs / f"{c}.json").exists()]
     lines = ["| order | learner | dev UAS | test UAS | test LAS | best epoch | train wall | "
-             "train CPU | parse words/s (whole command, wall) | parse CPU s |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "train CPU | parse words/s (whole command, wall) | parse CPU s | pruning: "
+             "temperature, dev gold heads kept, candidate heads per word |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
+        if "pruning" not in r and (runs / f"{r['config']}.npz").exists():
+            from arboreal.models.serialization import load_model_file
+
+            meta, _ = load_model_file(runs / f"{r['config']}.npz")
+            r["pruning"] = (meta.get("training") or {}).get("higher_order")
+        choice = (r.get("pruning") or {}).get("temperature_choice")
+        prune = (f"{choice['temperature']:g}, {100 * choice['gold_heads_kept']:.2f}%, "
+                 f"{choice['kept_heads_per_word']:.2f}" if choice else "-")
         lines.append(f"| {r['order']} | {r['learner']} | {r['dev_uas']:.2f} | "
                      f"{r['test_uas']:.2f} | {r['test_las']:.2f} | {r['best_epoch']} | "
                      f"{r['train_wall_s'] / 60:.1f} min | {r['train_cpu_s'] / 60:.1f} min | "
-                     f"{r['words'] / r['parse_wall_s']:,.0f} | {r['parse_cpu_s']:.1f} |")
+                     f"{r['words'] / r['parse_wall_s']:,.0f} | {r['parse_cpu_s']:.1f} | "
+                     f"{prune} |")
     pairs = ["", "| learner | orders | test UAS difference | words only the higher order "
              "attaches right | words only the lower order attaches right | sign test p |",
              "|---|---|---:|---:|---:|---:|"]
@@ -135,9 +168,24 @@ def report(runs: Path, configs: list[str]) -> str:
         only_hi, only_lo, p = sign_test(a, b)
         pairs.append(f"| {learner} | {order} vs {order - 1} | "
                      f"{r['test_uas'] - low['test_uas']:+.2f} | {only_hi} | {only_lo} | {p:.3g} |")
+    speed = ["", "| order | learner | parse words/s (whole command, best of N, wall) | "
+             "CPU s | before: words/s | after / before |", "|---|---|---:|---:|---:|---:|"]
+    for r in rows:
+        sp = runs / f"{r['config']}.speed.json"
+        if not sp.exists():
+            continue
+        now = json.loads(sp.read_text())
+        old = (before / f"{r['config']}.speed.json") if before else None
+        old = json.loads(old.read_text()) if old is not None and old.exists() else None
+        speed.append(f"| {r['order']} | {r['learner']} | {r['words'] / now['wall_s']:,.0f} | "
+                     f"{now['cpu_s']:.2f} | "
+                     + (f"{r['words'] / old['wall_s']:,.0f} | {old['wall_s'] / now['wall_s']:.2f} |"
+                        if old else "- | - |"))
+    if len(speed) > 3:
+        pairs += speed
     dates = sorted({r["date"] for r in rows})
     loads = ", ".join(f"{r['config']} {r['load_at_start']:.1f}" for r in rows)
-    note = ("\n\nEWT train, best epoch on EWT dev, EWT test, gold tags; every word counted "
+    note = (f"\n\n{TREEBANK[0]}: train, best epoch on dev, test, gold tags; every word counted "
             "(punctuation included), LAS on the universal part of DEPREL. Each row is one "
             "command, `arboreal train TRAIN --dev DEV -o MODEL --no-tagger --no-tokenizer "
             "--order N --learner L` (all other options the defaults), then `arboreal parse "
@@ -153,23 +201,36 @@ def main(argv: list[str] | None = None) -> int:
                     default=["1-perceptron", "2-perceptron", "3-perceptron",
                              "1-mira", "2-mira", "3-mira"])
     ap.add_argument("--runs", default=str(ROOT / "runs" / "orders"))
+    ap.add_argument("--treebank", default="UD_English-EWT",
+                    help="a UD folder with train, dev and test splits")
     ap.add_argument("--code", default=str(ROOT), help="checkout whose src/ runs the commands")
-    ap.add_argument("--phases", default="train,report")
+    ap.add_argument("--phases", default="train,report",
+                    help="train, speed (re-time parsing of trained models), report")
+    ap.add_argument("--rounds", type=int, default=5, help="speed phase: timed parses per model")
+    ap.add_argument("--before", default=None, metavar="DIR",
+                    help="report: runs of the same configurations with earlier code (their "
+                         "speed.json) for before/after parse-speed ratios")
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args(argv)
+    TREEBANK[0] = args.treebank
     runs = Path(args.runs)
     runs.mkdir(parents=True, exist_ok=True)
     phases = args.phases.split(",")
     if "train" in phases:
         for config in args.configs:
             train_config(config, runs, Path(args.code))
+    if "speed" in phases:
+        for config in args.configs:
+            retime(config, runs, Path(args.code), args.rounds)
     if "report" in phases:
-        body = report(runs, args.configs)
+        body = report(runs, args.configs, Path(args.before) if args.before else None)
         print(body)
         if args.write:
             from _report import write_section
 
-            write_section("orders", "Orders 1-3 with the defaults of arboreal train (EWT, gold tags)",
+            short = args.treebank.removeprefix("UD_")
+            write_section("orders" if short == "English-EWT" else f"orders_{short}",
+                          f"Orders 1-3 with the defaults of arboreal train ({short}, gold tags)",
                           "python benchmarks/orders.py " + " ".join(argv or sys.argv[1:]), body)
     return 0
 

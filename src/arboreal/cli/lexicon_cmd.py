@@ -1,0 +1,137 @@
+"""``arboreal lexicon``: word counts, co-occurrence PMI and similar words from unlabeled
+text, for parser features (Wang, Cherry, Lizotte & Schuurmans 2006)."""
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+from arboreal.cli._args import int_in
+from arboreal.errors import ArborealError
+
+
+def add_parser(subparsers) -> None:
+    from arboreal.features.clusters import CORPUS_FORMATS
+    from arboreal.features.lexicon import MAX_NEIGHBOURS, MAX_WINDOW
+
+    p = subparsers.add_parser(
+        "lexicon", help="word counts, pair PMI and similar words from unlabeled text",
+        description="Count the words of unlabeled corpora and the pairs of words that occur "
+                    "within a window of each other in a line, and write a lexicon file (an "
+                    ".npz model file) holding: each word's count; the pointwise mutual "
+                    "information of each pair, PMI(a, b) = ln(p(a, b) / (p(a) p(b))) with "
+                    "p(a, b) = count(a, b) / pairs and p(a) = count(a) / tokens, pairs "
+                    "unordered (a b and b a count alike); and for the most frequent words "
+                    "their most similar words, by the cosine of their positive-PMI context "
+                    "vectors. Words are lower-cased and every digit becomes 0, for counting "
+                    "and for lookups alike. Corpora of any size are streamed (memory grows "
+                    "with the distinct words and word pairs, not with the tokens).")
+    p.add_argument("corpus", metavar="CORPUS", nargs="+",
+                   help="corpus files, read in turn ('-' for standard input)")
+    p.add_argument("-o", "--output", metavar="LEX", required=True,
+                   help="output lexicon file (.npz), written atomically")
+    p.add_argument("--input", dest="input_format", choices=CORPUS_FORMATS, default="tokenized",
+                   help="tokenized (default): one sentence per line, tokens separated by "
+                        "whitespace; text: raw text, each line split into tokens by a fixed "
+                        "rule (as arboreal clusters --input text); conllu: the FORM column of "
+                        "CoNLL-U (HEAD may be '_'). Pairs are counted within a line (a "
+                        "sentence for CoNLL-U)")
+    p.add_argument("--window", type=int_in(1, MAX_WINDOW), default=5, metavar="W",
+                   help="two tokens of a line form a pair when at most W positions apart "
+                        "(default 5; 1: adjacent tokens only)")
+    p.add_argument("--min-count", type=int_in(1), default=2, metavar="K",
+                   help="keep only words seen at least K times (default 2); a rarer word's "
+                        "pairs are dropped, and the words around it are not brought closer")
+    p.add_argument("--min-pair-count", type=int_in(1), default=2, metavar="K",
+                   help="keep only pairs seen at least K times (default 2)")
+    p.add_argument("--neighbours", type=int_in(0, MAX_NEIGHBOURS), default=10, metavar="K",
+                   help="similar words kept per word (default 10; 0: no similarity graph)")
+    p.add_argument("--similar-words", type=int_in(0), default=20000, metavar="N",
+                   help="compute similar words for the N most frequent words, among "
+                        "themselves (default 20000); time grows with N^2")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bars and no summary on stderr (the bars only show when "
+                        "stderr is a terminal)")
+    p.set_defaults(func=run)
+
+
+def _check_output(path: str) -> None:
+    """Fail now, not after the counting, if the output cannot be written."""
+    from arboreal.cli.clusters_cmd import _check_output as check
+
+    if path == "-":
+        raise ArborealError("a lexicon is a binary .npz file: give -o a file name, not '-'")
+    check(path)
+
+
+def _notice_if_compiling(quiet: bool) -> None:
+    """One line on stderr when numba has not compiled the counting kernels yet."""
+    if quiet:
+        return
+    try:
+        from arboreal.features import clusters
+
+        cached = all(os.path.exists(f._cache._cache_file._index_path)
+                     for f in (clusters._hash_tokens, clusters._merge_sorted))
+    except (AttributeError, ImportError, OSError):
+        cached = False
+    if not cached:
+        print("arboreal: compiling the counting kernels for this machine (first use only)",
+              file=sys.stderr, flush=True)
+
+
+def run(args) -> int:
+    from arboreal.features.lexicon import build_lexicon, count_cooccurrences
+
+    _check_output(args.output)
+    for source in args.corpus:
+        if source != "-" and not os.path.exists(source):
+            raise OSError(2, "no such file", source)
+    if args.corpus.count("-") > 1:
+        raise ArborealError("standard input ('-') can be read only once")
+    show = not args.quiet and sys.stderr.isatty()
+    start = time.perf_counter()
+    _notice_if_compiling(args.quiet)
+    bar = None
+    if show:
+        from tqdm import tqdm
+
+        bar = tqdm(unit=" tokens", unit_scale=True, file=sys.stderr, mininterval=0.5,
+                   leave=False, desc="counting")
+
+    def counted(tokens: int) -> None:
+        bar.update(tokens - bar.n)
+
+    try:
+        counts = count_cooccurrences(args.corpus, args.input_format, args.window,
+                                     progress=counted if bar is not None else None)
+    finally:
+        if bar is not None:
+            bar.close()
+    bar = None
+
+    def compared(done: int, total: int) -> None:
+        nonlocal bar
+        if bar is None:
+            from tqdm import tqdm
+
+            bar = tqdm(total=total, unit=" words", file=sys.stderr, mininterval=0.5,
+                       leave=False, desc="similar words")
+        bar.update(done - bar.n)
+
+    try:
+        lexicon = build_lexicon(counts, args.min_count, args.min_pair_count, args.neighbours,
+                                args.similar_words, progress=compared if show else None)
+    finally:
+        if bar is not None:
+            bar.close()
+    del counts
+    lexicon.save(args.output)
+    if not args.quiet:
+        rows = lexicon.nb_indptr.size - 1
+        print(f"arboreal: lexicon: {lexicon.tokens:,} tokens, {len(lexicon):,} words "
+              f"(--min-count {args.min_count}), {lexicon.pair_keys.size:,} pairs "
+              f"(--window {args.window}, --min-pair-count {args.min_pair_count}), "
+              f"{lexicon.nb_indices.size:,} neighbours of {rows:,} words, "
+              f"{time.perf_counter() - start:.1f} s", file=sys.stderr)
+    return 0

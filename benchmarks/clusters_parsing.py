@@ -22,6 +22,8 @@ cluster file: ``runs/clusters/en-10M.c1000.m1.arboreal.paths``, from
 
     python benchmarks/clusters_parsing.py --tags pred gold --sizes 1000 2000 4000 8000 all \\
         --orders 1 --seeds 0 [--phases prepare,train,report] [--write]
+    python benchmarks/clusters_parsing.py --treebank UD_Czech-CLTT \\
+        --paths runs/clusters/cs.c1000.paths --runs runs/clusters_parsing_cs --sizes all
 """
 from __future__ import annotations
 
@@ -40,13 +42,16 @@ import numpy as np  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
-EWT = ROOT.parent / "shared" / "data" / "ud" / "UD_English-EWT"
+UD = ROOT.parent / "shared" / "data" / "ud"
+#: the treebank of the run (--treebank)
+TREEBANK = ["UD_English-EWT"]
 RUNS = ROOT / "runs" / "clusters_parsing"
 PATHS = ROOT / "runs" / "clusters" / "en-10M.c1000.m1.arboreal.paths"
+PATH_USED = [str(PATHS)]
 
 
 def split(name: str) -> Path:
-    return next(EWT.glob(f"*-ud-{name}.conllu"))
+    return next((UD / TREEBANK[0]).glob(f"*-ud-{name}.conllu"))
 
 
 def prepare(runs: Path) -> None:
@@ -150,11 +155,13 @@ def report(runs: Path, tags_list, sizes, orders, seeds) -> str:
              f"jackknifing for train ({json.loads(prep.read_text())['tagger_s']:.0f} s)."
              if prep.exists() else "")
     return "\n".join(lines) + (
-        "\n\nEWT test UAS (every word, punctuation included), mean over the seeds; the sign "
+        f"\n\n{TREEBANK[0]} test UAS (every word, punctuation included), mean over the seeds; the sign "
         "test pools the seeds' words. Learner: perceptron at order 1, MIRA at order 2 (the "
         "defaults of `arboreal train`), 10 epochs, best on dev, 2^23 weights, default "
-        "features; clusters: 1,000 Brown clusters of 10M tokens (`arboreal clusters`, "
-        "benchmarks/clusters.py)." + extra)
+        f"features; clusters: the paths file {Path(PATH_USED[0]).name} (`arboreal clusters`; "
+        "EWT: 1,000 Brown clusters of 10M English tokens, benchmarks/clusters.py; Czech: "
+        "1,000 clusters of the 1.7M tokens of `benchmarks/unlabeled_corpus.py --lang cs`, "
+        "words seen at least twice)." + extra)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,10 +172,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--orders", nargs="+", type=int, default=[1])
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
     ap.add_argument("--paths", default=str(PATHS))
+    ap.add_argument("--treebank", default="UD_English-EWT",
+                    help="a UD folder with train, dev and test splits")
     ap.add_argument("--runs", default=str(RUNS))
     ap.add_argument("--phases", default="prepare,train,report")
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args(argv)
+    TREEBANK[0] = args.treebank
+    PATH_USED[0] = args.paths
     runs = Path(args.runs)
     phases = args.phases.split(",")
     if "prepare" in phases and not (runs / "pred.train.conllu").exists():
@@ -190,7 +201,10 @@ def main(argv: list[str] | None = None) -> int:
         if args.write:
             from _report import write_section
 
-            write_section("clusters_parsing", "Word clusters as parser features (EWT)",
+            short = args.treebank.removeprefix("UD_")
+            write_section("clusters_parsing" if short == "English-EWT"
+                          else f"clusters_parsing_{short}",
+                          f"Word clusters as parser features ({short})",
                           "python benchmarks/clusters_parsing.py " + " ".join(argv or sys.argv[1:]),
                           body)
     return 0

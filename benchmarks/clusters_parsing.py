@@ -156,7 +156,9 @@ def report(runs: Path, tags_list, sizes, orders, seeds) -> str:
              if prep.exists() else "")
     return "\n".join(lines) + (
         f"\n\n{TREEBANK[0]} test UAS (every word, punctuation included), mean over the seeds; the sign "
-        "test pools the seeds' words. Learner: perceptron at order 1, MIRA at order 2 (the "
+        "test pools the seeds' words. Tags: pred = the pipeline's predicted UPOS, XPOS, FEATS "
+        "and LEMMA (gold tokens); gold = the treebank's; nopos = none (UPOS and XPOS one "
+        "constant, FEATS and LEMMA `_`), the talk's clusters-instead-of-POS setting. Learner: perceptron at order 1, MIRA at order 2 (the "
         "defaults of `arboreal train`), 10 epochs, best on dev, 2^23 weights, default "
         f"features; clusters: the paths file {Path(PATH_USED[0]).name} (`arboreal clusters`; "
         "EWT: 1,000 Brown clusters of 10M English tokens, benchmarks/clusters.py; Czech: "
@@ -177,6 +179,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", default=str(RUNS))
     ap.add_argument("--phases", default="prepare,train,report")
     ap.add_argument("--write", action="store_true")
+    ap.add_argument("--note", default="", help="text appended to the report (e.g. the runs' "
+                    "train commands)")
     args = ap.parse_args(argv)
     TREEBANK[0] = args.treebank
     PATH_USED[0] = args.paths
@@ -197,6 +201,8 @@ def main(argv: list[str] | None = None) -> int:
                                       clusters if with_clusters else None)
     if "report" in phases:
         body = report(runs, args.tags, args.sizes, args.orders, args.seeds)
+        if args.note:
+            body += "\n\n" + args.note
         print(body)
         if args.write:
             from _report import write_section
@@ -205,7 +211,9 @@ def main(argv: list[str] | None = None) -> int:
             write_section("clusters_parsing" if short == "English-EWT"
                           else f"clusters_parsing_{short}",
                           f"Word clusters as parser features ({short})",
-                          "python benchmarks/clusters_parsing.py " + " ".join(argv or sys.argv[1:]),
+                          "python benchmarks/clusters_parsing.py " + " ".join(
+                              a for a in (argv or sys.argv[1:]) if a != args.note)
+                          .replace("--note", "--note ..."),
                           body)
     return 0
 

@@ -211,6 +211,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="report: runs of the same configurations with earlier code (their "
                          "speed.json) for before/after parse-speed ratios")
     ap.add_argument("--write", action="store_true")
+    ap.add_argument("--note", default="", help="text appended to the report")
     args = ap.parse_args(argv)
     TREEBANK[0] = args.treebank
     runs = Path(args.runs)
@@ -224,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
             retime(config, runs, Path(args.code), args.rounds)
     if "report" in phases:
         body = report(runs, args.configs, Path(args.before) if args.before else None)
+        if args.note:
+            body += "\n\n" + args.note
         print(body)
         if args.write:
             from _report import write_section
@@ -231,7 +234,9 @@ def main(argv: list[str] | None = None) -> int:
             short = args.treebank.removeprefix("UD_")
             write_section("orders" if short == "English-EWT" else f"orders_{short}",
                           f"Orders 1-3 with the defaults of arboreal train ({short}, gold tags)",
-                          "python benchmarks/orders.py " + " ".join(argv or sys.argv[1:]), body)
+                          "python benchmarks/orders.py " + " ".join(
+                              a for a in (argv or sys.argv[1:]) if a != args.note)
+                          .replace("--note", "--note ..."), body)
     return 0
 
 

@@ -1,12 +1,12 @@
 """``arboreal clusters``: Brown word clusters from unlabeled text, in wcluster's paths format."""
 from __future__ import annotations
 
-import os
 import sys
 import time
 
 from arboreal.cli._args import int_in
-from arboreal.errors import ArborealError
+from arboreal.cli._corpus import (check_output, check_sources, notice_if_compiling, stage_bar,
+                                  token_bar)
 
 
 def add_parser(subparsers) -> None:
@@ -52,80 +52,19 @@ def add_parser(subparsers) -> None:
     p.set_defaults(func=run)
 
 
-def _check_output(path: str) -> None:
-    """Fail now, not after hours of clustering, if the output cannot be written."""
-    if path == "-":
-        return
-    if os.path.isdir(path):
-        raise OSError(21, "is a directory", path)
-    folder = os.path.dirname(os.path.realpath(path)) or "."
-    if not os.path.isdir(folder):
-        raise OSError(2, "no such directory", path)
-    if not os.access(folder, os.W_OK) and not (os.path.exists(path) and os.access(path, os.W_OK)):
-        raise OSError(13, "permission denied", path)
-
-
-def _notice_if_compiling(quiet: bool) -> None:
-    """One line on stderr when numba has not compiled the clustering kernels yet."""
-    if quiet:
-        return
-    try:
-        from arboreal.features import brown, clusters
-
-        cached = all(os.path.exists(f._cache._cache_file._index_path)
-                     for f in (brown._run, clusters._hash_tokens))
-    except (AttributeError, ImportError, OSError):
-        cached = False
-    if not cached:
-        print("arboreal: compiling the clustering kernels for this machine (first use only)",
-              file=sys.stderr, flush=True)
-
-
 def run(args) -> int:
-    from arboreal.features.clusters import brown_clusters, count_corpus, write_paths
+    from arboreal.features.brown import _run
+    from arboreal.features.clusters import _hash_tokens, brown_clusters, count_corpus, write_paths
 
-    _check_output(args.output)
-    for source in args.corpus:
-        if source != "-" and not os.path.exists(source):
-            raise OSError(2, "no such file", source)
-    if args.corpus.count("-") > 1:
-        raise ArborealError("standard input ('-') can be read only once")
+    check_output(args.output)
+    check_sources(args.corpus)
     show = not args.quiet and sys.stderr.isatty()
     start = time.perf_counter()
-    _notice_if_compiling(args.quiet)
-    bar = None
-    if show:
-        from tqdm import tqdm
-
-        bar = tqdm(unit=" tokens", unit_scale=True, file=sys.stderr, mininterval=0.5,
-                   leave=False, desc="counting")
-
-    def counted(tokens: int) -> None:
-        bar.update(tokens - bar.n)
-
-    try:
-        counts = count_corpus(args.corpus, args.input_format,
-                              progress=counted if bar is not None else None)
-    finally:
-        if bar is not None:
-            bar.close()
-    bar = None
-
-    def merged(done: int, total: int) -> None:
-        nonlocal bar
-        if bar is None:
-            from tqdm import tqdm
-
-            bar = tqdm(total=total, unit=" merges", file=sys.stderr, mininterval=0.5,
-                       leave=False, desc="clustering")
-        bar.update(done - bar.n)
-
-    try:
-        clusters = brown_clusters(counts, args.clusters, args.min_count,
-                                  progress=merged if show else None)
-    finally:
-        if bar is not None:
-            bar.close()
+    notice_if_compiling(args.quiet, (_run, _hash_tokens), "clustering")
+    with token_bar(show) as counted:
+        counts = count_corpus(args.corpus, args.input_format, progress=counted)
+    with stage_bar(show, " merges", "clustering") as merged:
+        clusters = brown_clusters(counts, args.clusters, args.min_count, progress=merged)
     write_paths(clusters, args.output)
     if not args.quiet:
         print(f"arboreal: clusters: {counts.tokens:,} tokens, {len(counts.words):,} words, "

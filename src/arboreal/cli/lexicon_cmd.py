@@ -2,11 +2,12 @@
 text, for parser features (Wang, Cherry, Lizotte & Schuurmans 2006)."""
 from __future__ import annotations
 
-import os
 import sys
 import time
 
 from arboreal.cli._args import int_in
+from arboreal.cli._corpus import (check_output, check_sources, notice_if_compiling, stage_bar,
+                                  token_bar)
 from arboreal.errors import ArborealError
 
 
@@ -56,75 +57,27 @@ def add_parser(subparsers) -> None:
 
 
 def _check_output(path: str) -> None:
-    """Fail now, not after the counting, if the output cannot be written."""
-    from arboreal.cli.clusters_cmd import _check_output as check
-
+    """Fail now, not after the long work, if the lexicon cannot be written there."""
     if path == "-":
         raise ArborealError("a lexicon is a binary .npz file: give -o a file name, not '-'")
-    check(path)
-
-
-def _notice_if_compiling(quiet: bool) -> None:
-    """One line on stderr when numba has not compiled the counting kernels yet."""
-    if quiet:
-        return
-    try:
-        from arboreal.features import clusters
-
-        cached = all(os.path.exists(f._cache._cache_file._index_path)
-                     for f in (clusters._hash_tokens, clusters._merge_sorted))
-    except (AttributeError, ImportError, OSError):
-        cached = False
-    if not cached:
-        print("arboreal: compiling the counting kernels for this machine (first use only)",
-              file=sys.stderr, flush=True)
+    check_output(path)
 
 
 def run(args) -> int:
+    from arboreal.features.clusters import _hash_tokens, _merge_sorted
     from arboreal.features.lexicon import build_lexicon, count_cooccurrences
 
     _check_output(args.output)
-    for source in args.corpus:
-        if source != "-" and not os.path.exists(source):
-            raise OSError(2, "no such file", source)
-    if args.corpus.count("-") > 1:
-        raise ArborealError("standard input ('-') can be read only once")
+    check_sources(args.corpus)
     show = not args.quiet and sys.stderr.isatty()
     start = time.perf_counter()
-    _notice_if_compiling(args.quiet)
-    bar = None
-    if show:
-        from tqdm import tqdm
-
-        bar = tqdm(unit=" tokens", unit_scale=True, file=sys.stderr, mininterval=0.5,
-                   leave=False, desc="counting")
-
-    def counted(tokens: int) -> None:
-        bar.update(tokens - bar.n)
-
-    try:
+    notice_if_compiling(args.quiet, (_hash_tokens, _merge_sorted), "counting")
+    with token_bar(show) as counted:
         counts = count_cooccurrences(args.corpus, args.input_format, args.window,
-                                     progress=counted if bar is not None else None)
-    finally:
-        if bar is not None:
-            bar.close()
-    bar = None
-
-    def compared(done: int, total: int) -> None:
-        nonlocal bar
-        if bar is None:
-            from tqdm import tqdm
-
-            bar = tqdm(total=total, unit=" words", file=sys.stderr, mininterval=0.5,
-                       leave=False, desc="similar words")
-        bar.update(done - bar.n)
-
-    try:
+                                     progress=counted)
+    with stage_bar(show, " words", "similar words") as compared:
         lexicon = build_lexicon(counts, args.min_count, args.min_pair_count, args.neighbours,
-                                args.similar_words, progress=compared if show else None)
-    finally:
-        if bar is not None:
-            bar.close()
+                                args.similar_words, progress=compared)
     del counts
     lexicon.save(args.output)
     if not args.quiet:

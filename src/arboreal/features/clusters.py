@@ -242,9 +242,11 @@ class _Counter:
                     slot = (slot + 1) & (size - 1)
                 self.table[slot] = w
 
-    def add(self, data: bytes, by_unit: bool = False) -> None:
+    def token_ids(self, data: bytes, by_unit: bool = False) -> np.ndarray:
+        """Word ids of one buffer of whole lines (0 ends a line; :func:`_hash_tokens`),
+        with the unigram, line and token counts updated. O(bytes)."""
         if not data:
-            return
+            return np.zeros(0, dtype=np.int64)
         buf = np.frombuffer(data, dtype=np.uint8)
         self._reserve(buf.shape[0])
         ids = np.empty(buf.shape[0] + 1, dtype=np.int64)
@@ -252,14 +254,19 @@ class _Counter:
                          self.arena, self.state, ids)
         ids = ids[:k]
         if not k:
-            return
-        size = int(self.state[0])
-        self.unigrams = self._grown(self.unigrams, size)
+            return ids
+        self.unigrams = self._grown(self.unigrams, int(self.state[0]))
         uni = np.bincount(ids)
         self.unigrams[:uni.size] += uni
         sentences = int(uni[0])
         self.sentences += sentences
         self.tokens += k - sentences
+        return ids
+
+    def add(self, data: bytes, by_unit: bool = False) -> None:
+        ids = self.token_ids(data, by_unit)
+        if not ids.size:
+            return
         a, b = ids[:-1], ids[1:]
         ok = (a != 0) & (b != 0)
         keys = (a[ok] << 32) | b[ok]
@@ -405,20 +412,39 @@ def count_corpus(sources: Iterable, input_format: str = "tokenized",
         raise ValueError(f"input format must be one of {', '.join(CORPUS_FORMATS)}, "
                          f"not {input_format!r}")
     counter = _Counter()
-    names = []
-    for source in sources:
-        from arboreal.io.conllu import _source_name
+    names = stream_into(counter, sources, input_format, progress, "cluster")
+    keys, bc = counter.bigrams()
+    words, counts, rank = ranked_vocabulary(counter)
+    w1 = rank[keys >> 32]
+    w2 = rank[keys & 0xFFFFFFFF]
+    return CorpusCounts(words, counts, w1, w2, bc, counter.tokens, counter.sentences, names)
 
+
+def stream_into(counter: _Counter, sources: Iterable, input_format: str,
+                progress: Callable[[int], object] | None, purpose: str) -> list[str]:
+    """Feed every batch of every source to ``counter.add`` (a CoNLL-U sentence or a line
+    per unit), calling ``progress(tokens so far)`` after each; returns the sources'
+    names. ArborealError if they hold no token at all (nothing to ``purpose``)."""
+    from arboreal.io.conllu import _source_name
+
+    names = []
+    conllu = input_format == "conllu"
+    for source in sources:
         names.append(_source_name(source))
-        conllu = input_format == "conllu"
         batches = _batches_of_conllu(source) if conllu else _batches_of_lines(source, input_format)
         for batch in batches:
             counter.add(batch, by_unit=conllu)
             if progress is not None:
                 progress(counter.tokens)
     if counter.tokens == 0:
-        raise ArborealError(f"{', '.join(names) or 'the corpus'}: no tokens to cluster")
-    keys, bc = counter.bigrams()
+        raise ArborealError(f"{', '.join(names) or 'the corpus'}: no tokens to {purpose}")
+    return names
+
+
+def ranked_vocabulary(counter: _Counter) -> tuple[list[str], np.ndarray, np.ndarray]:
+    """The counter's words by rank (:func:`rank_words`: most frequent first), their
+    counts, and the rank of each of the counter's word ids (-1 for the unit-end
+    sentinel, id 0). O(V log V)."""
     words = counter.words()
     size = len(words)
     uni = counter.unigrams[:size].copy()
@@ -427,10 +453,7 @@ def count_corpus(sources: Iterable, input_format: str = "tokenized",
     rank = np.empty(size, dtype=np.int64)
     rank[order] = np.arange(size - 1)
     rank[0] = -1
-    w1 = rank[keys >> 32]
-    w2 = rank[keys & 0xFFFFFFFF]
-    return CorpusCounts([words[i] for i in order.tolist()], uni[order], w1, w2, bc,
-                        counter.tokens, counter.sentences, names)
+    return [words[i] for i in order.tolist()], uni[order], rank
 
 
 # ---------------------------------------------------------------------------------------

@@ -72,8 +72,7 @@ import numpy as np
 
 from arboreal.errors import ArborealError, ModelError
 from arboreal.features.clusters import (CORPUS_FORMATS, MAX_WORD_CHARS, _CONTROL, _Counter,
-                                        _batches_of_conllu, _batches_of_lines, _hash_tokens,
-                                        normalize_word, rank_words)
+                                        normalize_word, ranked_vocabulary, stream_into)
 
 #: ``model_type`` of a lexicon file, and the version of its layout
 MODEL_TYPE = "lexicon"
@@ -111,22 +110,10 @@ class _PairCounter(_Counter):
     def add(self, data: bytes, by_unit: bool = False) -> None:
         """Count one buffer of whole lines (see :func:`_hash_tokens`). O(W n) numpy work
         for n tokens, plus sorting the buffer's pair keys."""
-        if not data:
-            return
-        buf = np.frombuffer(data, dtype=np.uint8)
-        self._reserve(buf.shape[0])
-        ids = np.empty(buf.shape[0] + 1, dtype=np.int64)
-        k = _hash_tokens(buf, by_unit, self.table, self.wstart, self.wlen, self.whash,
-                         self.arena, self.state, ids)
-        ids = ids[:k]
+        ids = self.token_ids(data, by_unit)
+        k = ids.size
         if not k:
             return
-        self.unigrams = self._grown(self.unigrams, int(self.state[0]))
-        uni = np.bincount(ids)
-        self.unigrams[:uni.size] += uni
-        sentences = int(uni[0])
-        self.sentences += sentences
-        self.tokens += k - sentences
         # line of each position (id 0 ends a line): positions i < j share a line, and no
         # line end lies in (i, j], when their line numbers are equal and ids[i] != 0
         line = np.cumsum(ids == 0)
@@ -180,36 +167,16 @@ def count_cooccurrences(sources: Iterable, input_format: str = "tokenized", wind
                          f"not {input_format!r}")
     if not 1 <= window <= MAX_WINDOW:
         raise ArborealError(f"the window must be in 1..{MAX_WINDOW}, not {window}")
-    from arboreal.io.conllu import _source_name
-
     counter = _PairCounter(window)
-    names = []
-    conllu = input_format == "conllu"
-    for source in sources:
-        names.append(_source_name(source))
-        batches = _batches_of_conllu(source) if conllu else _batches_of_lines(source, input_format)
-        for batch in batches:
-            counter.add(batch, by_unit=conllu)
-            if progress is not None:
-                progress(counter.tokens)
-    if counter.tokens == 0:
-        raise ArborealError(f"{', '.join(names) or 'the corpus'}: no tokens to count")
+    names = stream_into(counter, sources, input_format, progress, "count")
     keys, pc = counter.bigrams()
-    words = counter.words()
-    size = len(words)
-    uni = counter.unigrams[:size].copy()
-    uni[0] = 0
-    order = rank_words(words, uni)[:-1]             # the line end, never seen, ranks last
-    rank = np.empty(size, dtype=np.int64)
-    rank[order] = np.arange(size - 1)
-    rank[0] = -1
+    words, counts, rank = ranked_vocabulary(counter)
     a, b = rank[keys >> 32], rank[keys & _LOW32]
     new = (np.minimum(a, b) << 32) | np.maximum(a, b)
     del a, b
     perm = np.argsort(new, kind="stable")
-    return CooccurrenceCounts([words[i] for i in order.tolist()], uni[order], new[perm],
-                              pc[perm], window, counter.tokens, counter.pair_tokens,
-                              counter.sentences, names)
+    return CooccurrenceCounts(words, counts, new[perm], pc[perm], window, counter.tokens,
+                              counter.pair_tokens, counter.sentences, names)
 
 
 # ---------------------------------------------------------------------------------------

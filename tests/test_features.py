@@ -98,7 +98,8 @@ def test_accumulate_agrees_with_arc_scores(corpus, name):
         assert w @ tree == pytest.approx(-sum(scores[s.heads[m], m] for m in range(1, n + 1)))
         # explicit per-arc ids agree with the reference (as multisets)
         hs, ms = np.nonzero(mask)
-        offsets, ids = fs.arc_features(enc, hs, ms)
+        offsets, ids, vals = fs.arc_features(enc, hs, ms)
+        assert (vals == 1.0).all()
         for i, (h, m) in enumerate(zip(hs, ms)):
             ref = reference_arc_ids(enc.codes, fs.table, h, m, np.zeros(0, int), LONG, fs.bits,
                                     True)

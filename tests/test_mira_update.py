@@ -21,12 +21,16 @@ from arboreal.learn.mira import (FactoredMira, KBestMira, _HashScratch, _pairwis
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample" / "en_ewt-sample-train.conllu"
 
 
-@pytest.fixture(scope="module")
-def setup():
+@pytest.fixture(scope="module", params=[None, "lexical"])
+def setup(request):
+    """The data, with and without lexical features (whose distance features are
+    real-valued: the updates then weigh ids by their values)."""
+    from arboreal.features.lexical import NO_LEXICON_TEMPLATES
     from arboreal.io.conllu import read_conllu
 
     sents = [s for s in read_conllu(SAMPLE) if 2 <= len(s) <= 30][:12]
-    fs = FeatureSet("mcdonald", bits=16).fit(sents)
+    fs = FeatureSet("mcdonald", bits=16, lexical_templates=NO_LEXICON_TEMPLATES
+                    if request.param else None).fit(sents)
     data = TrainingData(fs, fs.encode(sents), [s.heads.astype(np.int64) for s in sents])
     return fs, data
 
@@ -36,10 +40,10 @@ def _reference(fs, enc, cons, C, closed_form_single, w, u, c):
     b, arc_h, arc_m, con_ptr, con_arc, con_coef = cons
     k = b.shape[0]
     rows = np.repeat(np.arange(k), np.diff(con_ptr))
-    offsets, ids = fs.arc_features(enc, arc_h[con_arc], arc_m[con_arc])
+    offsets, ids, vals = fs.arc_features(enc, arc_h[con_arc], arc_m[con_arc])
     counts = np.diff(offsets)
     U, cols = np.unique(ids, return_inverse=True)
-    M = sp.csr_matrix((np.repeat(con_coef, counts), (np.repeat(rows, counts), cols)),
+    M = sp.csr_matrix((np.repeat(con_coef, counts) * vals, (np.repeat(rows, counts), cols)),
                       shape=(k, len(U)))
     M.sum_duplicates()
     G = (M @ M.T).toarray()
@@ -79,10 +83,10 @@ def test_update_matches_sparse_reference(setup, learner, C):
         w_ref, u_ref = w.copy(), u.copy()
         c = float(rng.integers(1, 1000))
         changed_ref = _reference(fs, enc, cons, lrn.C, lrn._closed_form_single, w_ref, u_ref, c)
-        offsets, ids = fs.arc_features(enc, cons[1], cons[2])
+        offsets, ids, vals = fs.arc_features(enc, cons[1], cons[2])
         scratch.fit(ids.shape[0])
         b, _, _, con_ptr, con_arc, con_coef = cons
-        changed = _solve_apply(offsets, ids, con_ptr, con_arc, con_coef, b, lrn.C,
+        changed = _solve_apply(offsets, ids, vals, con_ptr, con_arc, con_coef, b, lrn.C,
                                lrn._closed_form_single, w, u, c, scratch.keys, scratch.kcol,
                                10000, 1e-8)
         assert changed == changed_ref

@@ -51,9 +51,10 @@ def add_parser(subparsers) -> None:
                    help="training epochs (default 10; loglinear and eg: 25 L-BFGS iterations "
                         "or passes, the best one kept on dev)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--features", choices=("default", "mcdonald"), default="default",
+    p.add_argument("--features", choices=("default", "mcdonald", "words"), default="default",
                    help="default: FORM, LEMMA, UPOS, XPOS, FEATS; mcdonald: the templates of "
-                        "McDonald et al. 2006 over FORM and UPOS")
+                        "McDonald et al. 2006 over FORM and UPOS; words: FORM only (no tags "
+                        "needed)")
     p.add_argument("--feature-cutoff", type=_nonneg, default=0, metavar="K",
                    help="only features seen >= K times in gold training trees (default 0: all)")
     p.add_argument("--hash-bits", type=_positive, default=23, metavar="B",
@@ -62,6 +63,13 @@ def add_parser(subparsers) -> None:
                    help="word clusters (a paths file of 'arboreal clusters' or Liang's "
                         "wcluster): cluster features for arcs, parts and labels (Koo et al. "
                         "2008); the clusters are stored in the model")
+    p.add_argument("--lexicon", metavar="LEX", default=None,
+                   help="word statistics of 'arboreal lexicon': lexical arc features (word "
+                        "pair, its PMI, distance; Wang et al. 2006); stored in the model")
+    p.add_argument("--laplacian", type=float, default=None, metavar="LAMBDA",
+                   help="with --lexicon and --learner local-margin: Laplacian regularization "
+                        "tying the weights of similar word pairs (same as --learner-option "
+                        "laplacian=LAMBDA)")
     p.add_argument("--order", type=int, choices=(1, 2, 3), default=1,
                    help="factorization order: 1 (arcs), 2 or 3 (higher-order parts)")
     p.add_argument("--parts", nargs="+", default=None, metavar="PART",
@@ -190,6 +198,17 @@ def _train(args, mixing) -> int:
         from arboreal.features.clusters import read_paths
 
         clusters = read_paths(args.clusters)
+    lexicon = None
+    if args.lexicon is not None:
+        from arboreal.features.lexicon import Lexicon
+
+        lexicon = Lexicon.load(args.lexicon)
+    if args.laplacian is not None:
+        if args.lexicon is None:
+            raise ArborealError("--laplacian needs --lexicon LEX (its similar-word graph)")
+        if not args.laplacian > 0:
+            raise ArborealError("--laplacian must be positive")
+        options["laplacian"] = args.laplacian
 
     def train_parser(train_sentences, dev_sentences):
         from arboreal.models import Parser
@@ -199,7 +218,7 @@ def _train(args, mixing) -> int:
             model = Parser.train(train_sentences, dev_sentences, progress=progress, log=log,
                                  projectivize=False if args.no_projectivize else None,
                                  mixing=mixing, order=args.order, parts=args.parts,
-                                 clusters=clusters, **common,
+                                 clusters=clusters, lexicon=lexicon, **common,
                                  **options)
         choice = model.meta["training"].get("higher_order", {}).get("temperature_choice")
         if choice and not args.quiet:

@@ -38,6 +38,7 @@ import numpy as np
 from numba import njit
 
 from arboreal.features.clusters import NOCL
+from arboreal.features.lexical import LexicalFeatures, LexicalSentence
 from arboreal.features.hashing import (accumulate_dense_batch_kernel, accumulate_dense_kernel,
                                        arc_ids, arc_scores_batch_kernel, arc_scores_rows_kernel,
                                        compile_templates, partial_hashes)
@@ -120,7 +121,20 @@ def default_templates() -> list[str]:
     return out
 
 
-TEMPLATE_SETS = {"mcdonald": mcdonald_templates, "default": default_templates}
+def words_templates() -> list[str]:
+    """Word forms only, no tags (the setting of Wang et al. 2006): McDonald's unigram,
+    bigram and context templates with the word (and its 5-character prefix) in place of
+    the POS tag; "" (direction and distance)."""
+    lex = [t for t in _UNI + _BI if "P" not in t]
+    out = _expand(lex, "word", "word") + [t for t in _expand(lex, "p5", "p5") if "p5" in t]
+    out += ["h.word m.p5", "h.p5 m.word"]
+    # the context templates but the one over every word in between (too sparse)
+    out += [t for t in _expand(_CONTEXT, "word", "word") if "b." not in t]
+    return out + [""]
+
+
+TEMPLATE_SETS = {"mcdonald": mcdonald_templates, "default": default_templates,
+                 "words": words_templates}
 
 #: arc templates over word clusters, added to a named template set when the feature set
 #: has a clustering (Koo, Carreras & Collins 2008: cluster prefixes of head and modifier
@@ -143,6 +157,9 @@ class EncodedSentence:
     """
 
     codes: np.ndarray
+    #: the lexical features' view of the sentence (word keys, PMI), when the feature
+    #: set has lexical templates (:mod:`arboreal.features.lexical`)
+    lexical: LexicalSentence | None = None
 
     @property
     def n(self) -> int:
@@ -157,6 +174,8 @@ class PackedSentences:
     flat: np.ndarray
     starts: np.ndarray
     lengths: np.ndarray
+    #: each sentence's :class:`~arboreal.features.lexical.LexicalSentence` (or None)
+    lexical: list | None = None
 
     @classmethod
     def of(cls, encoded: list[EncodedSentence]) -> "PackedSentences":
@@ -165,11 +184,14 @@ class PackedSentences:
         np.cumsum(widths, out=starts[1:])
         flat = (np.ascontiguousarray(np.concatenate([e.codes for e in encoded], axis=1))
                 if encoded else np.zeros((len(ATTRS), 0), dtype=np.int32))
-        return cls(flat, starts, widths - 3)
+        lexical = [e.lexical for e in encoded]
+        return cls(flat, starts, widths - 3,
+                   lexical if any(x is not None for x in lexical) else None)
 
     def sentences(self) -> list[EncodedSentence]:
         """The packed sentences as :class:`EncodedSentence` views."""
-        return [EncodedSentence(self.flat[:, self.starts[b]:self.starts[b + 1]])
+        lexical = self.lexical or [None] * self.lengths.size
+        return [EncodedSentence(self.flat[:, self.starts[b]:self.starts[b + 1]], lexical[b])
                 for b in range(self.lengths.size)]
 
 
@@ -190,6 +212,11 @@ class FeatureSet:
             modifier (``word``, ``p5``, ``lemma``) share one hash block per pair, each
             at its own rotation (see :func:`~arboreal.features.hashing.compile_templates`):
             one cache miss per family instead of one per template (default True).
+        clusters: a word clustering for the ``c4``, ``c6``, ``cl`` attributes.
+        lexicon: word statistics from unlabeled text
+            (:class:`~arboreal.features.lexicon.Lexicon`) for the lexical templates.
+        lexical_templates: lexical arc templates (:mod:`arboreal.features.lexical`);
+            None: its defaults when there is a lexicon, no lexical features otherwise.
 
     Each feature's slots are rotated inside its hash block (``spread``, see
     :func:`~arboreal.features.hashing._slot`): features sharing a block collide on a
@@ -201,7 +228,7 @@ class FeatureSet:
 
     def __init__(self, templates: str | list[str] = "default", bits: int = 23,
                  cutoff: int = 0, lowercase: bool | None = None, share_blocks: bool = True,
-                 clusters=None):
+                 clusters=None, lexicon=None, lexical_templates: list[str] | None = None):
         #: the word clustering of the ``c4``, ``c6``, ``cl`` attributes
         #: (:class:`~arboreal.features.clusters.Clusters`), or None
         self.clusters = clusters
@@ -222,6 +249,9 @@ class FeatureSet:
         self.share_blocks = bool(share_blocks)
         self.table = compile_templates(self.templates, ATTR_INDEX,
                                        SHARED_BLOCK_ATTRS if share_blocks else ())
+        #: the lexical arc features (:class:`~arboreal.features.lexical.LexicalFeatures`)
+        self.lexical = (LexicalFeatures(lexical_templates, lexicon, self.bits, ATTR_INDEX)
+                        if lexicon is not None or lexical_templates is not None else None)
         self.vocabs: dict[str, np.ndarray] = {}
         self.allowed: np.ndarray | None = None  # bool (dim,) when cutoff > 0
         n_loop = int((self.table[:, 2] >= 0).sum())
@@ -344,8 +374,20 @@ class FeatureSet:
             flat[ATTR_INDEX[name], word_pos] = self._codes_of(name, vals)[inv] if total else UNK
         flat[LONG] = 0
         flat[LONG, word_pos] = long_flag
-        return [EncodedSentence(np.ascontiguousarray(flat[:, starts[i]:starts[i + 1]]))
-                for i in range(nsent)]
+        encoded = [EncodedSentence(np.ascontiguousarray(flat[:, starts[i]:starts[i + 1]]))
+                   for i in range(nsent)]
+        if self.lexical is not None:
+            vals, inv = cols["word"]
+            lexicon = self.lexical.lexicon
+            type_ids = (lexicon.ids(vals.tolist()) if lexicon is not None and vals.size
+                        else np.full(vals.size, -1, dtype=np.int64))
+            token_ids = type_ids[inv] if total else np.zeros(0, dtype=np.int64)
+            codes = flat[ATTR_INDEX["word"], word_pos]
+            ends = np.cumsum(lengths)
+            for i, enc in enumerate(encoded):
+                a, b = ends[i] - lengths[i], ends[i]
+                enc.lexical = self.lexical.sentence(token_ids[a:b], codes[a:b])
+        return encoded
 
     # ------------------------------------------------------------------ kernels
     def _mask_arg(self) -> np.ndarray:
@@ -377,16 +419,18 @@ class FeatureSet:
         if workers <= 1:
             for h0 in starts:
                 score(h0)
-            return out
-        with ThreadPoolExecutor(workers) as pool:
-            futures = [pool.submit(score, h0) for h0 in starts]
-            try:
-                for f in futures:
-                    f.result()
-            except BaseException:          # Ctrl-C: drop the chunks not started yet
-                for f in futures:
-                    f.cancel()
-                raise
+        else:
+            with ThreadPoolExecutor(workers) as pool:
+                futures = [pool.submit(score, h0) for h0 in starts]
+                try:
+                    for f in futures:
+                        f.result()
+                except BaseException:          # Ctrl-C: drop the chunks not started yet
+                    for f in futures:
+                        f.cancel()
+                    raise
+        if self.lexical is not None:
+            self.lexical.add_scores(enc.codes, enc.lexical, weights, out)
         return out
 
     def accumulate(self, enc: EncodedSentence, coef: np.ndarray, out: np.ndarray,
@@ -398,6 +442,8 @@ class FeatureSet:
         """
         _accumulate(enc.codes, self.table, np.ascontiguousarray(coef, dtype=np.float64), out,
                     float(scale), LONG, self.bits, self._mask_arg(), self.spread)
+        if self.lexical is not None:
+            self.lexical.accumulate(enc.codes, enc.lexical, coef, out, scale)
 
     def accumulate_head_diff(self, enc: EncodedSentence, gold: np.ndarray, pred: np.ndarray,
                              w: np.ndarray, u: np.ndarray, c: float) -> None:
@@ -409,6 +455,13 @@ class FeatureSet:
         _accumulate_head_diff(enc.codes, self.table, np.asarray(gold, dtype=np.int64),
                               np.asarray(pred, dtype=np.int64), w, u, float(c), LONG,
                               self.bits, self._mask_arg(), self.spread)
+        if self.lexical is not None:
+            from arboreal.learn.perceptron import update_coef
+
+            coef = update_coef(enc.n, np.asarray(gold), np.asarray(pred))
+            if coef is not None:
+                self.lexical.accumulate(enc.codes, enc.lexical, coef, w, 1.0)
+                self.lexical.accumulate(enc.codes, enc.lexical, coef, u, c)
 
     def pack(self, encoded: list[EncodedSentence]) -> "PackedSentences":
         """A batch of encoded sentences in one array, for the ``*_batch`` methods."""
@@ -432,6 +485,9 @@ class FeatureSet:
             return out
         arc_scores_batch_kernel(packed.flat, packed.starts, self.table, weights, LONG,
                                 self.bits, self.spread, out)
+        if self.lexical is not None:
+            for b, enc in enumerate(packed.sentences()):
+                self.lexical.add_scores(enc.codes, enc.lexical, weights, out[b])
         return out
 
     def accumulate_dense_batch(self, packed: "PackedSentences", coef: np.ndarray,
@@ -446,6 +502,9 @@ class FeatureSet:
                                       np.ascontiguousarray(coef, dtype=np.float64), out,
                                       float(scale), LONG, self.bits, self._mask_arg(),
                                       self.spread)
+        if self.lexical is not None:
+            for b, enc in enumerate(packed.sentences()):
+                self.lexical.accumulate(enc.codes, enc.lexical, coef[b], out, scale)
 
     def accumulate_dense(self, enc: EncodedSentence, coef: np.ndarray, out: np.ndarray,
                          scale: float = 1.0) -> None:
@@ -461,6 +520,8 @@ class FeatureSet:
             return
         accumulate_dense_kernel(enc.codes, self.table, np.ascontiguousarray(coef, dtype=np.float64),
                                 out, float(scale), LONG, self.bits, self._mask_arg(), self.spread)
+        if self.lexical is not None:
+            self.lexical.accumulate(enc.codes, enc.lexical, coef, out, scale)
 
     def accumulate_tree(self, enc: EncodedSentence, heads: np.ndarray, out: np.ndarray,
                         scale: float = 1.0) -> None:
@@ -472,30 +533,63 @@ class FeatureSet:
         self.accumulate(enc, coef, out, scale)
 
     def arc_features(self, enc: EncodedSentence, hs: np.ndarray, ms: np.ndarray
-                     ) -> tuple[np.ndarray, np.ndarray]:
-        """Explicit feature ids of arcs (hs[i], ms[i]) in CSR layout ``(offsets, ids)``.
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Explicit features of arcs (hs[i], ms[i]) in CSR layout ``(offsets, ids, vals)``.
 
-        offsets (len(hs)+1,) int64, ids int64; ids of arc i are ``ids[offsets[i]:offsets[i+1]]``
-        (duplicates possible: in-between templates fire once per word between).
-        Buckets masked by the cut-off are dropped.
+        offsets (len(hs)+1,) int64, ids int64, vals float64 parallel to ids: arc i's
+        feature vector is ``sum_q vals[q] e_{ids[q]}`` over ``q`` in
+        ``offsets[i]:offsets[i+1]`` (ids may repeat: in-between templates fire once per
+        word between). vals are 1 except for real-valued lexical features. Buckets
+        masked by the cut-off are dropped. O(arcs * T (+ distance * T_between)).
         """
-        return _arc_features(enc.codes, self.table, np.asarray(hs, dtype=np.int64),
-                             np.asarray(ms, dtype=np.int64), LONG, self.bits,
-                             self._mask_arg(), self.spread)
+        hs = np.asarray(hs, dtype=np.int64)
+        ms = np.asarray(ms, dtype=np.int64)
+        offsets, ids = _arc_features(enc.codes, self.table, hs, ms, LONG, self.bits,
+                                     self._mask_arg(), self.spread)
+        if self.lexical is None or not len(self.lexical) or hs.size == 0:
+            return offsets, ids, np.ones(ids.size)
+        lex_ids, lex_vals = self.lexical.items(enc.codes, enc.lexical, hs, ms)  # (T, A)
+        T = lex_ids.shape[0]
+        counts = np.diff(offsets)
+        new_offsets = offsets + T * np.arange(offsets.size)
+        # arc i: its arc ids, then its T lexical ids
+        is_lex = np.zeros(new_offsets[-1], dtype=bool)
+        lex_pos = (new_offsets[:-1, None] + counts[:, None] + np.arange(T)[None, :]).ravel()
+        is_lex[lex_pos] = True
+        all_ids = np.empty(new_offsets[-1], dtype=np.int64)
+        all_vals = np.ones(new_offsets[-1])
+        all_ids[~is_lex] = ids
+        all_ids[lex_pos] = lex_ids.T.ravel()
+        all_vals[lex_pos] = lex_vals.T.ravel()
+        return new_offsets, all_ids, all_vals
+
+    def lexical_graph(self, encoded: list[EncodedSentence], heads: list[np.ndarray]):
+        """``(feature_ids, S)``: the similarity graph of the word-pair features on the gold
+        arcs ``heads`` of ``encoded`` for Laplacian regularization
+        (:meth:`~arboreal.features.lexical.LexicalFeatures.graph`); ValueError without a
+        lexicon."""
+        if self.lexical is None:
+            raise ValueError("the Laplacian needs a lexicon (arboreal train --lexicon LEX)")
+        return self.lexical.graph(encoded, heads)
 
     # ------------------------------------------------------------------ persistence
     def config(self) -> dict:
         """JSON-able description (vocabularies and mask are saved separately as arrays)."""
-        return {"name": self.name, "templates": self.templates, "bits": self.bits,
-                "cutoff": self.cutoff, "lowercase": self.lowercase,
-                "share_blocks": self.share_blocks, "clusters": self.clusters is not None}
+        cfg = {"name": self.name, "templates": self.templates, "bits": self.bits,
+               "cutoff": self.cutoff, "lowercase": self.lowercase,
+               "share_blocks": self.share_blocks, "clusters": self.clusters is not None}
+        if self.lexical is not None:
+            cfg["lexical_templates"] = list(self.lexical.templates)
+            cfg["lexicon"] = self.lexical.lexicon is not None
+        return cfg
 
     @classmethod
     def from_config(cls, cfg: dict, vocabs: dict[str, np.ndarray],
-                    allowed: np.ndarray | None, clusters=None) -> "FeatureSet":
+                    allowed: np.ndarray | None, clusters=None, lexicon=None) -> "FeatureSet":
         fs = cls(templates=cfg["templates"], bits=cfg["bits"], cutoff=cfg["cutoff"],
                  lowercase=cfg["lowercase"], share_blocks=cfg["share_blocks"],
-                 clusters=clusters)
+                 clusters=clusters, lexicon=lexicon,
+                 lexical_templates=cfg.get("lexical_templates"))
         fs.name = cfg["name"]
         fs.vocabs = {k: np.asarray(v, dtype=str) for k, v in vocabs.items()}
         fs._lookup = {}

@@ -21,7 +21,8 @@ The feature engine API a learner may use (``data.features``, a
 * ``accumulate(enc, coef, out, scale)``: ``out += scale * sum_{h,m} coef[h,m] f(h,m)``
   (expected feature counts from marginals: pass ``coef = marginals``),
 * ``accumulate_tree(enc, heads, out, scale)``,
-* ``arc_features(enc, hs, ms) -> (offsets, ids)``: explicit ids per arc (CSR).
+* ``arc_features(enc, hs, ms) -> (offsets, ids, vals)``: explicit features per arc
+  (CSR; ``vals`` the value of each id occurrence, 1 but for real-valued features).
 """
 from __future__ import annotations
 
@@ -90,11 +91,11 @@ class TrainingData:
                       self.single_root)
 
     def tree_items(self, i: int, gold: np.ndarray, trees: list[np.ndarray]
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+                   ) -> tuple[np.ndarray, ...]:
         """phi(gold) - phi(tree) of each tree as signed lists of feature *items*
         (arcs, and with ``parts`` each tree's higher-order parts as one item):
-        ``(offsets, ids, con_ptr, con_item, con_coef)``: item a's feature ids are
-        ``ids[offsets[a]:offsets[a+1]]``, constraint j (tree j) is
+        ``(offsets, ids, vals, con_ptr, con_item, con_coef)``: item a is the vector
+        ``sum_q vals[q] e_{ids[q]}`` over q in ``offsets[a]:offsets[a+1]``, constraint j (tree j) is
         ``sum_p con_coef[p] * item(con_item[p])`` for p in
         ``con_ptr[j]:con_ptr[j+1]``. Only arcs on which a tree differs from gold are
         listed. O(features of those arcs and of the trees' parts)."""
@@ -110,7 +111,7 @@ class TrainingData:
             con_coef.append(np.repeat([1.0, -1.0], k))
             con_ptr.append(con_ptr[-1] + 2 * k)
         n_arcs = int(sum(len(x) for x in arc_h))
-        offsets, ids = self.features.arc_features(
+        offsets, ids, vals = self.features.arc_features(
             enc, np.concatenate(arc_h).astype(np.int64), np.concatenate(arc_m).astype(np.int64))
         if self.parts is not None:
             # the gold tree's parts, then each tree's, one item each
@@ -118,6 +119,7 @@ class TrainingData:
             ends = offsets[-1] + np.cumsum([b.size for b in blocks])
             offsets = np.concatenate([offsets, ends])
             ids = np.concatenate([ids, *blocks])
+            vals = np.concatenate([vals, np.ones(ids.size - vals.size)])
             ptr = [0]
             items, coefs = [], []
             for j in range(len(trees)):
@@ -127,7 +129,7 @@ class TrainingData:
                 ptr.append(ptr[-1] + (b - a) + 2)
             con_item, con_coef, con_ptr = items, coefs, ptr
         return (np.asarray(offsets, dtype=np.int64), np.asarray(ids, dtype=np.int64),
-                np.asarray(con_ptr, dtype=np.int64),
+                np.asarray(vals, dtype=np.float64), np.asarray(con_ptr, dtype=np.int64),
                 np.concatenate(con_item).astype(np.int64) if con_item else np.zeros(0, np.int64),
                 np.concatenate(con_coef) if con_coef else np.zeros(0))
 

@@ -197,7 +197,8 @@ def _column(keys, kcol, col_feat, col_slot, f, ncol, shift, mask):
 
 
 @njit(cache=True)
-def _single_apply(offsets, ids, con_ptr, con_arc, con_coef, b, C, w, u, c, keys, kcol, shift):
+def _single_apply(offsets, ids, vals, con_ptr, con_arc, con_coef, b, C, w, u, c, keys, kcol,
+                  shift):
     """:func:`_solve_apply` for one constraint in closed form, with the same arithmetic:
     the constraint's count of each distinct id (hash table ``keys`` -> ``kcol``, left
     all -1 on return), ``||a||^2`` their sum of squares, ``alpha = min(C, max(0, b /
@@ -218,7 +219,7 @@ def _single_apply(offsets, ids, con_ptr, con_arc, con_coef, b, C, w, u, c, keys,
             continue
         for q in range(offsets[a], offsets[a + 1]):
             slot, ncol = _column(keys, kcol, col_feat, col_slot, ids[q], ncol, shift, mask)
-            count[kcol[slot]] += sa
+            count[kcol[slot]] += sa * vals[q]
     norm = 0.0
     for col in range(ncol):
         keys[col_slot[col]] = -1
@@ -238,10 +239,11 @@ def _single_apply(offsets, ids, con_ptr, con_arc, con_coef, b, C, w, u, c, keys,
 
 
 @njit(cache=True)
-def _solve_apply(offsets, ids, con_ptr, con_arc, con_coef, b, C, closed_form_single,
+def _solve_apply(offsets, ids, vals, con_ptr, con_arc, con_coef, b, C, closed_form_single,
                  w, u, c, keys, kcol, max_iter, eps):
     """Hildreth's MIRA step for k constraints given as signed arc lists over arcs
-    whose feature ids are ``ids[offsets[a]:offsets[a+1]]``; adds
+    whose feature vectors are ``sum_q vals[q] e_{ids[q]}`` over q in
+    ``offsets[a]:offsets[a+1]``; adds
     ``sum_i alpha_i a_i`` to w and ``c`` times it to u (float32, in place).
 
     Each distinct feature id becomes a column (hash table keys / kcol: power-of-two
@@ -263,8 +265,8 @@ def _solve_apply(offsets, ids, con_ptr, con_arc, con_coef, b, C, closed_form_sin
     while (1 << shift) < T:
         shift += 1
     if closed_form_single and k == 1:
-        return _single_apply(offsets, ids, con_ptr, con_arc, con_coef, b[0], C, w, u, c,
-                             keys, kcol, shift)
+        return _single_apply(offsets, ids, vals, con_ptr, con_arc, con_coef, b[0], C, w, u,
+                             c, keys, kcol, shift)
     # columns: the distinct ids, each with its list of (arc, count) nodes
     col_feat = np.empty(nf, dtype=np.int64)
     col_slot = np.empty(nf, dtype=np.int64)
@@ -281,10 +283,10 @@ def _solve_apply(offsets, ids, con_ptr, con_arc, con_coef, b, C, closed_form_sin
             col = kcol[slot]
             t = col_tail[col]
             if t >= 0 and node_a[t] == a:
-                node_c[t] += 1.0
+                node_c[t] += vals[q]
             else:
                 node_a[nn] = a
-                node_c[nn] = 1.0
+                node_c[nn] = vals[q]
                 node_next[nn] = -1
                 if t >= 0:
                     node_next[t] = nn
@@ -442,9 +444,9 @@ class _MiraBase:
             if cons is None:
                 return False
             b, arc_h, arc_m, con_ptr, con_arc, con_coef = cons
-            offsets, ids = fs.arc_features(enc, arc_h, arc_m)
+            offsets, ids, vals = fs.arc_features(enc, arc_h, arc_m)
             scratch.fit(ids.shape[0])
-            return _solve_apply(offsets, ids, con_ptr, con_arc, con_coef, b, self.C,
+            return _solve_apply(offsets, ids, vals, con_ptr, con_arc, con_coef, b, self.C,
                                 self._closed_form_single, w, u, float(c), scratch.keys,
                                 scratch.kcol, _MAX_ITER, _EPS)
 
@@ -465,15 +467,16 @@ class _MiraBase:
             loss = int((gold[1:] != pred[1:]).sum())
             if loss == 0:
                 return False
-            offsets, ids, con_ptr, con_item, con_coef = data.tree_items(i, gold, [pred])
+            offsets, ids, vals, con_ptr, con_item, con_coef = data.tree_items(i, gold, [pred])
             counts = np.diff(offsets)
             item_score = np.bincount(np.repeat(np.arange(counts.size), counts),
-                                     weights=w[ids].astype(np.float64), minlength=counts.size)
+                                     weights=w[ids].astype(np.float64) * vals,
+                                     minlength=counts.size)
             b = np.array([loss - float(con_coef @ item_score[con_item])])
             if b[0] <= 0:
                 return False
             scratch.fit(ids.shape[0])
-            return _solve_apply(offsets, ids, con_ptr, con_item, con_coef, b, self.C, True,
+            return _solve_apply(offsets, ids, vals, con_ptr, con_item, con_coef, b, self.C, True,
                                 w, u, float(c), scratch.keys, scratch.kcol, _MAX_ITER, _EPS)
 
         return update

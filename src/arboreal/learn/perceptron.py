@@ -152,13 +152,13 @@ def _parts_update(data: TrainingData) -> Callable:
     return update
 
 
-def signed_ids(offsets: np.ndarray, ids: np.ndarray, con_ptr: np.ndarray,
+def signed_ids(offsets: np.ndarray, ids: np.ndarray, vals: np.ndarray, con_ptr: np.ndarray,
                con_item: np.ndarray, con_coef: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The first constraint of :meth:`TrainingData.tree_items` as a sparse vector:
     (distinct feature ids, their nonzero coefficients). O(#ids log #ids)."""
     sign = np.zeros(offsets.size - 1)
     np.add.at(sign, con_item[con_ptr[0]:con_ptr[1]], con_coef[con_ptr[0]:con_ptr[1]])
-    per_id = np.repeat(sign, np.diff(offsets))
+    per_id = np.repeat(sign, np.diff(offsets)) * vals
     distinct, inverse = np.unique(ids, return_inverse=True)
     delta = np.bincount(inverse, weights=per_id, minlength=distinct.size)
     keep = delta != 0.0

@@ -276,8 +276,9 @@ class LabelingData:
         within = np.arange(item_offsets[-1]) - np.repeat(item_offsets[:-1], counts)
         ids = rows[np.repeat(offsets[word_of_item], counts) + within] * L \
             + np.repeat(label_of_item, counts)
-        return (item_offsets, ids.astype(np.int64), np.asarray(ptr, dtype=np.int64),
-                np.concatenate(con_item).astype(np.int64), np.concatenate(con_coef))
+        return (item_offsets, ids.astype(np.int64), np.ones(ids.size),
+                np.asarray(ptr, dtype=np.int64), np.concatenate(con_item).astype(np.int64),
+                np.concatenate(con_coef))
 
 
 @njit(cache=True)

@@ -18,8 +18,8 @@ import numpy as np
 
 from arboreal.errors import ArborealError, ModelError
 from arboreal.inference.higher_order.memory import MemoryBudgetWarning
-from arboreal.features.first_order import (ATTRS, CLUSTER_ATTRS, N_RESERVED, TEMPLATE_SETS,
-                                          FeatureSet)
+from arboreal.features.first_order import (ATTR_INDEX, ATTRS, CLUSTER_ATTRS, N_RESERVED,
+                                          TEMPLATE_SETS, FeatureSet)
 from arboreal.features.higher_order import CLUSTER_PART_TEMPLATES, DEFAULT_PART_TEMPLATES
 from arboreal.features.hashing import as_aligned
 from arboreal.learn import TrainingData, decode, get_learner
@@ -57,9 +57,23 @@ def feature_set_from_file(fields: MetaFields, arrays) -> FeatureSet:
         from arboreal.features.clusters import Clusters
 
         clusters = Clusters.from_arrays(arrays, "clusters")
+    lexicon = None
+    if cfg.bool("lexicon", False):
+        from arboreal.features.lexicon import Lexicon
+
+        lexicon = Lexicon.from_arrays(arrays, "lexicon")
     clean = {"name": cfg.choice("name", (*TEMPLATE_SETS, "custom")), "templates": templates,
              "bits": bits, "cutoff": cfg.int("cutoff", 0, 2**31),
              "lowercase": cfg.bool("lowercase"), "share_blocks": share_blocks}
+    if cfg.has("lexical_templates"):
+        clean["lexical_templates"] = cfg.strings("lexical_templates", max_items=256)
+        from arboreal.features.lexical import parse_lexical_template
+
+        for t in clean["lexical_templates"]:
+            try:
+                parse_lexical_template(t, ATTR_INDEX, lexicon is not None)
+            except ValueError as exc:
+                raise cfg.fail("lexical_templates", str(exc)) from None
     names = {k[len("vocab_"):] for k in arrays if k.startswith("vocab_") and not k.endswith("_count")}
     if names != set(VOCAB_NAMES):
         raise ValueError(f"vocabularies {sorted(names)}, expected {sorted(VOCAB_NAMES)}")
@@ -72,7 +86,7 @@ def feature_set_from_file(fields: MetaFields, arrays) -> FeatureSet:
         if packed.dtype != np.uint8:
             raise ValueError("the cut-off mask 'allowed' is not a byte array")
         allowed = np.unpackbits(packed)[: 1 << bits].astype(bool)
-    return FeatureSet.from_config(clean, vocabs, allowed, clusters)
+    return FeatureSet.from_config(clean, vocabs, allowed, clusters, lexicon)
 
 
 @dataclass
@@ -248,7 +262,8 @@ class Parser(PipelineMixin):
               projectivize: bool | None = None, label_feature_bits: int = 16,
               mixing: Callable | None = None, order: int = 1,
               parts: str | list[str] | None = None, part_templates: dict | None = None,
-              clusters=None, **learner_options) -> "Parser":
+              clusters=None, lexicon=None, lexical_templates: list[str] | None = None,
+              **learner_options) -> "Parser":
         """Train a parser.
 
         train_sentences / dev: lists of Sentence with complete trees.
@@ -258,7 +273,8 @@ class Parser(PipelineMixin):
             non-projectively; every epoch is scored on dev with both decoders and the
             best epoch and decoder are kept together; without dev, CLE if the training
             data has non-projective trees, else Eisner).
-        features: "default" or "mcdonald"; hash_bits: 2**hash_bits weights;
+        features: "default", "mcdonald" or "words" (forms only, no tags);
+            hash_bits: 2**hash_bits weights;
         feature_cutoff: keep features seen >= K times in gold training trees.
         progress(iterable, epoch) wraps each epoch's iteration (progress bar);
         log(EpochReport) is called after each epoch.
@@ -281,6 +297,11 @@ class Parser(PipelineMixin):
             e.g. from ``arboreal clusters``): cluster templates are added to the arc,
             part and label templates (Koo, Carreras & Collins 2008) and the clustering
             is stored in the model.
+        lexicon / lexical_templates: word statistics from unlabeled text
+            (:class:`~arboreal.features.lexicon.Lexicon`, from ``arboreal lexicon``) and
+            the lexical arc templates over them (:mod:`arboreal.features.lexical`: word
+            pair, PMI, distance; default ``DEFAULT_LEXICAL_TEMPLATES``); the lexicon is
+            stored in the model. Lexical templates without a lexicon may not read PMI.
         A learner with ``labeled = True`` (``loglinear-labeled``) trains labels jointly
         with the arcs through the labeled partition function; no second-stage labeler
         is trained then, and ``label_feature_bits`` sizes its label feature table.
@@ -327,8 +348,12 @@ class Parser(PipelineMixin):
         if mixing is not None:   # iterative parameter mixing (arboreal.learn.mixing)
             learn = mixing(learn)
         t0 = time.perf_counter()
-        fs = FeatureSet(features, bits=hash_bits, cutoff=feature_cutoff,
-                        clusters=clusters).fit(train_sentences)
+        try:
+            fs = FeatureSet(features, bits=hash_bits, cutoff=feature_cutoff, clusters=clusters,
+                            lexicon=lexicon, lexical_templates=lexical_templates)
+        except ValueError as exc:
+            raise ArborealError(str(exc)) from None
+        fs.fit(train_sentences)
         enc = fs.encode(train_sentences)
         heads = [np.asarray(s.heads, dtype=np.int64) for s in train_sentences]
         t_features = time.perf_counter() - t0
@@ -336,7 +361,8 @@ class Parser(PipelineMixin):
         # second stage: labels, trained on gold trees
         t0 = time.perf_counter()
         labels = np.unique(np.concatenate([s.deprels[1:] for s in train_sentences]).astype(str))
-        used = set(ATTRS) if fs.name != "mcdonald" else {"word", "p5", "pos"}
+        used = {"mcdonald": {"word", "p5", "pos"}, "words": {"word", "p5"}}.get(fs.name,
+                                                                              set(ATTRS))
         if clusters is None:
             used -= set(CLUSTER_ATTRS)
         else:
@@ -663,6 +689,8 @@ class Parser(PipelineMixin):
         put_vocabs(arrays, fs.vocabs)
         if fs.clusters is not None:
             arrays.update(fs.clusters.to_arrays("clusters"))
+        if fs.lexical is not None and fs.lexical.lexicon is not None:
+            arrays.update(fs.lexical.lexicon.to_arrays("lexicon"))
         if fs.allowed is not None:
             arrays["allowed"] = np.packbits(fs.allowed)
         meta = {"model_type": self.model_type, "decoder": self.decoder,

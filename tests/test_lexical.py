@@ -200,3 +200,55 @@ def test_train_cli_with_lexicon(tmp_path, lexicon):
     assert out.exists()
     assert main(["train", str(SAMPLE), "-o", str(tmp_path / "x.npz"), "--laplacian", "1",
                  "--no-tagger", "--quiet"]) == 2
+
+
+def test_laplacian_penalty_value_and_gradient():
+    import scipy.sparse as sp
+
+    from arboreal.learn.laplacian import LaplacianGraph
+
+    rng = np.random.default_rng(0)
+    K = 12
+    A = sp.random(K, K, density=0.3, random_state=1, format="csr")
+    S = A.maximum(A.T).tolil()
+    S.setdiag(0.0)
+    S = S.tocsr()
+    ids = np.sort(rng.choice(1000, K, replace=False))
+    graph = LaplacianGraph(ids, S, 1000)
+    w = rng.normal(size=1000)
+    value, grad = graph.penalty(w, 0.7)
+    t = w[ids]
+    Sd = S.toarray()
+    ref = 0.7 * 0.25 * sum(Sd[i, j] * (t[i] - t[j]) ** 2 for i in range(K) for j in range(K))
+    assert value == pytest.approx(ref, rel=1e-12)
+    for k in range(K):                      # finite differences, coordinate by coordinate
+        e = np.zeros(1000)
+        e[ids[k]] = 1e-6
+        fd = (graph.penalty(w + e, 0.7)[0] - graph.penalty(w - e, 0.7)[0]) / 2e-6
+        assert grad[k] == pytest.approx(fd, rel=1e-5, abs=1e-8)
+
+
+def test_loglinear_laplacian_gives_unseen_similar_pairs_weights(fs, sents):
+    from arboreal.learn import get_learner
+    from arboreal.learn.laplacian import lexical_graph
+
+    encoded = fs.encode(sents)
+    data = TrainingData(fs, encoded, [s.heads.astype(np.int64) for s in sents])
+    graph = lexical_graph(data)
+    fired = np.zeros(fs.dim)
+    for enc in encoded:                      # every feature some training arc fires
+        n = enc.n
+        fs.accumulate(enc, np.ones((n + 1, n + 1)), fired, 1.0)
+    unseen = graph.ids[fired[graph.ids] == 0]
+    assert unseen.size > 0
+    plain = get_learner("loglinear", C=1.0).fit(data, 15)
+    # converged (the check below holds at the optimum)
+    tied = get_learner("loglinear", C=1.0, laplacian=1.0).fit(data, 500)
+    assert np.all(plain[unseen] == 0)
+    assert np.count_nonzero(tied[unseen]) > 0.5 * unseen.size
+    # at the optimum an unseen pair's weight is lambda * sum_j S_uj w_j / (1 + lambda D_u)
+    index = {f: k for k, f in enumerate(graph.ids.tolist())}
+    for f in unseen[:200].tolist():
+        row = graph.S.getrow(index[f])
+        expect = float(row.data @ tied[graph.ids[row.indices]]) / (1.0 + row.data.sum())
+        assert tied[f] == pytest.approx(expect, abs=1e-4)

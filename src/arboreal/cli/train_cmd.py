@@ -67,9 +67,9 @@ def add_parser(subparsers) -> None:
                    help="word statistics of 'arboreal lexicon': lexical arc features (word "
                         "pair, its PMI, distance; Wang et al. 2006); stored in the model")
     p.add_argument("--laplacian", type=float, default=None, metavar="LAMBDA",
-                   help="with --lexicon and --learner local-margin: Laplacian regularization "
-                        "tying the weights of similar word pairs (same as --learner-option "
-                        "laplacian=LAMBDA)")
+                   help="with --lexicon and --learner local-margin or loglinear: Laplacian "
+                        "regularization LAMBDA/2 w'Lw tying the weights of similar word pairs "
+                        "(same as --learner-option laplacian=LAMBDA)")
     p.add_argument("--order", type=int, choices=(1, 2, 3), default=1,
                    help="factorization order: 1 (arcs), 2 or 3 (higher-order parts)")
     p.add_argument("--parts", nargs="+", default=None, metavar="PART",
@@ -208,6 +208,8 @@ def _train(args, mixing) -> int:
             raise ArborealError("--laplacian needs --lexicon LEX (its similar-word graph)")
         if not args.laplacian > 0:
             raise ArborealError("--laplacian must be positive")
+        if args.learner not in ("local-margin", "loglinear"):
+            raise ArborealError("--laplacian is for --learner local-margin or loglinear")
         options["laplacian"] = args.laplacian
 
     def train_parser(train_sentences, dev_sentences):

@@ -39,8 +39,12 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    import scipy.sparse
 
 #: width in nats of a PMI bin, and the range of bins (lower PMIs share the lowest
 #: bin, higher ones the highest)

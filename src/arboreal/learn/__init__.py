@@ -191,6 +191,7 @@ _LAZY: dict[str, tuple[str, str]] = {
     "loglinear": ("arboreal.learn.loglinear", "LogLinear"),
     "loglinear-labeled": ("arboreal.learn.labeled_loglinear", "LabeledLogLinear"),
     "eg": ("arboreal.learn.eg", "ExponentiatedGradient"),
+    "local-margin": ("arboreal.learn.local_margin", "LocalMargin"),
 }
 
 

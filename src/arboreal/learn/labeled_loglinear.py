@@ -178,6 +178,8 @@ class LabeledLogLinear(LogLinear):
             on_epoch: Callable[[int, np.ndarray], None] | None = None,
             seed: int = 0) -> np.ndarray:
         require_arc_factored(data, "loglinear-labeled")
+        if self.laplacian:
+            raise ValueError("the Laplacian penalty is for the unlabeled loglinear learner")
         lb = LabeledBuckets(data)
         active = lb.active_labeled()
         self.history = []

@@ -229,6 +229,9 @@ class LogLinear:
         batch_size, learning_rate: AdaGrad's mini-batch size (sentences) and step.
         memory: number of L-BFGS correction pairs.
         verbose: print the objective per epoch to stderr.
+        laplacian: lambda of the Laplacian penalty ``lambda/2 w' L w`` over the
+            word-pair features of a lexicon (:mod:`arboreal.learn.laplacian`; the
+            features need a lexicon), added to the objective; 0: none. L-BFGS only.
 
     ``fit(data, epochs)`` returns the weights (dim,) after ``epochs`` iterations
     (L-BFGS may stop earlier when converged; ``on_epoch`` is then not called again).
@@ -242,9 +245,15 @@ class LogLinear:
     default_epochs = 25
 
     def __init__(self, C: float = 1.0, optimizer: str = "lbfgs", batch_size: int = 256,
-                 learning_rate: float = 0.1, memory: int = 10, verbose: bool = False):
+                 learning_rate: float = 0.1, memory: int = 10, verbose: bool = False,
+                 laplacian: float = 0.0):
         if C <= 0:
             raise ValueError("C must be positive")
+        if laplacian < 0:
+            raise ValueError("laplacian must be >= 0")
+        if laplacian and optimizer != "lbfgs":
+            raise ValueError("the Laplacian penalty is for the lbfgs optimizer")
+        self.laplacian = float(laplacian)
         if optimizer not in ("lbfgs", "adagrad"):
             raise ValueError(f"unknown optimizer {optimizer!r}; choose lbfgs or adagrad")
         self.C = float(C)
@@ -268,10 +277,17 @@ class LogLinear:
         active = sb.active(dim)
         self.history = []
         if self.optimizer == "lbfgs":
-            return self._fit_lbfgs(data, sb, active, epochs, on_epoch)
+            graph = None
+            if self.laplacian:
+                from arboreal.learn.laplacian import lexical_graph
+
+                graph = lexical_graph(data)
+                # similar pairs unseen in training get weights through the penalty
+                active = np.union1d(active, graph.ids)
+            return self._fit_lbfgs(data, sb, active, epochs, on_epoch, graph)
         return self._fit_adagrad(data, sb, active, epochs, on_epoch, seed)
 
-    def _fit_lbfgs(self, data, sb, active, epochs, on_epoch):
+    def _fit_lbfgs(self, data, sb, active, epochs, on_epoch, graph=None):
         dim = data.features.dim
         observed = sb.observed(dim)
         w = np.zeros(dim)
@@ -282,6 +298,10 @@ class LogLinear:
             w[active] = x
             value, grad = loglinear_objective(sb, w, self.C, data.projective,
                                               data.single_root, observed)
+            if graph is not None:
+                extra, g = graph.penalty(w, self.laplacian)
+                value += extra
+                grad[graph.ids] += g
             state["last"] = value
             return value, grad[active]
 

@@ -180,7 +180,7 @@ def _train(args, mixing) -> int:
 
         known = args.learner in LEARNERS
         args.epochs = getattr(LEARNERS[args.learner], "default_epochs", 10) if known else 10
-    if args.learner in ("loglinear", "loglinear-labeled", "eg") and not args.quiet:
+    if args.learner in ("loglinear", "loglinear-labeled", "eg", "local-margin") and not args.quiet:
         options.setdefault("verbose", True)  # objective (EG: dual, primal, gap) per pass
     common = dict(learner=args.learner, decoder=args.decoder, single_root=not args.multi_root,
                   epochs=args.epochs, seed=args.seed, features=args.features,

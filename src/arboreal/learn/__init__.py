@@ -32,7 +32,8 @@ from typing import Callable, Protocol
 
 import numpy as np
 
-__all__ = ["TrainingData", "require_arc_factored", "Learner", "LEARNERS", "get_learner", "decode", "decode_kbest"]
+__all__ = ["TrainingData", "require_arc_factored", "Learner", "LEARNERS", "get_learner", "decode",
+           "decode_kbest", "BatchLearner"]
 
 
 @dataclass
@@ -142,6 +143,19 @@ def require_arc_factored(data: TrainingData, learner: str) -> None:
 
 
 EpochCallback = Callable[[int, np.ndarray], None]
+
+
+class BatchLearner:
+    """Base of the batch learners (``loglinear``, ``eg``, ``local-margin``): a progress
+    line per pass on stderr when the learner's ``verbose`` is set (the CLI sets it)."""
+
+    verbose: bool = False
+
+    def _log(self, msg: str) -> None:
+        if self.verbose:
+            import sys
+
+            print(msg, file=sys.stderr, flush=True)
 
 
 class Learner(Protocol):

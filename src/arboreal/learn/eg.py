@@ -45,7 +45,6 @@ Labels: the arc model only; the parser's second-stage labeler assigns labels.
 """
 from __future__ import annotations
 
-import sys
 import time
 from typing import Callable
 
@@ -54,7 +53,7 @@ from numba import njit
 
 from arboreal.features.hashing import aligned_zeros
 from arboreal.inference.partition import sentence_marginals_kernel
-from arboreal.learn import TrainingData, require_arc_factored
+from arboreal.learn import BatchLearner, TrainingData, require_arc_factored
 from arboreal.learn.loglinear import ScoredBuckets, accumulate_dense, batch_marginals
 
 __all__ = ["ExponentiatedGradient", "primal_objective"]
@@ -136,7 +135,7 @@ def primal_objective(sb: ScoredBuckets, w: np.ndarray, C: float, projective: boo
     return C * hinge + 0.5 * float(w @ w), hinge
 
 
-class ExponentiatedGradient:
+class ExponentiatedGradient(BatchLearner):
     """EG max-margin learner (``eg``): Koo et al. 2007 Figure 2.
 
     Args:
@@ -192,10 +191,6 @@ class ExponentiatedGradient:
         self.shuffle = bool(shuffle)
         self.verbose = bool(verbose)
         self.history: list[dict] = []
-
-    def _log(self, msg: str) -> None:
-        if self.verbose:
-            print(msg, file=sys.stderr, flush=True)
 
     def fit(self, data: TrainingData, epochs: int,
             on_epoch: Callable[[int, np.ndarray], None] | None = None,

@@ -35,14 +35,13 @@ jointly through the labeled partition function (Koo et al. 2007 §3.4).
 """
 from __future__ import annotations
 
-import sys
 import time
 from typing import Callable, Sequence
 
 import numpy as np
 
 from arboreal.features.hashing import aligned_zeros, as_aligned
-from arboreal.learn import TrainingData, require_arc_factored
+from arboreal.learn import BatchLearner, TrainingData, require_arc_factored
 
 __all__ = ["LogLinear", "loglinear_objective", "length_buckets", "ScoredBuckets"]
 
@@ -218,7 +217,7 @@ def loglinear_objective(sb: ScoredBuckets, w: np.ndarray, C: float, projective: 
     return value, grad
 
 
-class LogLinear:
+class LogLinear(BatchLearner):
     """Conditional log-likelihood training (Koo et al. 2007 §4.1): the ``loglinear`` learner.
 
     Args:
@@ -263,10 +262,6 @@ class LogLinear:
         self.memory = int(memory)
         self.verbose = bool(verbose)
         self.history: list[dict] = []
-
-    def _log(self, msg: str) -> None:
-        if self.verbose:
-            print(msg, file=sys.stderr, flush=True)
 
     def fit(self, data: TrainingData, epochs: int,
             on_epoch: Callable[[int, np.ndarray], None] | None = None,

@@ -186,6 +186,16 @@ def test_model_with_lexicon_round_trips(tmp_path, sents, lexicon):
     save_model_file(bad, meta, {k: np.asarray(arrays[k]) for k in arrays})
     with pytest.raises(ArborealError, match="lexical_templates"):
         load_model(bad)
+    # and one whose lexicon arrays are missing or whose flag is not a boolean
+    meta, arrays = load_model_file(path)
+    save_model_file(bad, meta, {k: np.asarray(arrays[k]) for k in arrays
+                                if k != "lexicon_pmi"})
+    with pytest.raises(ArborealError, match="lexicon_pmi"):
+        load_model(bad)
+    meta["features"]["lexicon"] = "yes"
+    save_model_file(bad, meta, {k: np.asarray(arrays[k]) for k in arrays})
+    with pytest.raises(ArborealError, match="features.lexicon"):
+        load_model(bad)
 
 
 def test_train_cli_with_lexicon(tmp_path, lexicon):

@@ -617,8 +617,26 @@ class LocalMargin(BatchLearner):
             return self._fit_plain(data, prob, epochs, on_epoch, seed)
         return self._fit_mm(data, prob, graph, epochs, on_epoch, seed)
 
-    # one DCD pass over every sentence
-    def _pass(self, data, prob, rng, epoch, theta, alpha, margin, shrink) -> int:
+    def _start(self, prob, dim: int, seed: int):
+        """Fresh ``(theta, v, alpha, margin, rng, start time)`` for a fit."""
+        alpha = np.zeros(prob.total)
+        self.alpha = alpha
+        self.gap = 0.0 if prob.total == 0 else 1.0
+        return (np.zeros(dim), np.zeros(dim), alpha, np.zeros(prob.total),
+                np.random.default_rng(seed), time.perf_counter())
+
+    def _pass(self, data, prob, rng, epoch, theta, alpha, margin, v
+              ) -> tuple[int, float, float]:
+        """One DCD pass over every sentence, then the evaluation sweep at the theta it
+        ends with (margins, ``v = sum_c alpha_c d_c`` afresh): ``(coordinate steps taken,
+        the pass's seconds, the hinge sum)``."""
+        t0 = time.perf_counter()
+        visited = self._sweep(data, prob, rng, epoch, theta, alpha, margin, self.shrinking)
+        t_pass = time.perf_counter() - t0
+        v[:] = 0.0
+        return visited, t_pass, prob.evaluate(theta, alpha, margin, v)
+
+    def _sweep(self, data, prob, rng, epoch, theta, alpha, margin, shrink) -> int:
         visited = 0
         order = rng.permutation(len(prob))
         for i in data.wrap(order, epoch):
@@ -637,22 +655,11 @@ class LocalMargin(BatchLearner):
     def _fit_plain(self, data, prob, epochs, on_epoch, seed) -> np.ndarray:
         dim = data.features.dim
         C = self.C
-        theta = np.zeros(dim)
-        v = np.zeros(dim)
-        alpha = np.zeros(prob.total)
-        margin = np.zeros(prob.total)
-        self.alpha = alpha
-        rng = np.random.default_rng(seed)
-        t_start = time.perf_counter()
-        self.gap = 0.0 if prob.total == 0 else 1.0
+        theta, v, alpha, margin, rng, t_start = self._start(prob, dim, seed)
         for epoch in range(1, epochs + 1):
             if prob.total == 0:
                 break
-            t0 = time.perf_counter()
-            visited = self._pass(data, prob, rng, epoch, theta, alpha, margin, self.shrinking)
-            t_pass = time.perf_counter() - t0
-            v[:] = 0.0
-            hinge = prob.evaluate(theta, alpha, margin, v)
+            visited, t_pass, hinge = self._pass(data, prob, rng, epoch, theta, alpha, margin, v)
             primal = 0.5 * _sumsq(theta) + C * hinge
             dual = float(alpha.sum()) - 0.5 * _sumsq(v)
             gap = (primal - dual) / primal if primal > 0 else 0.0
@@ -675,27 +682,16 @@ class LocalMargin(BatchLearner):
         dim = data.features.dim
         C, lam = self.C, self.laplacian
         gids, deg, S, qinv_g = graph.ids, graph.deg, graph.S, prob.qinv_g
-        theta = np.zeros(dim)
-        v = np.zeros(dim)
+        theta, v, alpha, margin, rng, t_start = self._start(prob, dim, seed)
         anchor = np.zeros(dim)             # theta_t
         b_g = np.zeros(len(graph))         # b on the graph coordinates
         c_t = 0.0
         p_anchor = C * prob.total          # P(0): every margin is 0
-        alpha = np.zeros(prob.total)
-        margin = np.zeros(prob.total)
-        self.alpha = alpha
-        rng = np.random.default_rng(seed)
-        t_start = time.perf_counter()
         mm_steps = 0
-        self.gap = 0.0 if prob.total == 0 else 1.0
         for epoch in range(1, epochs + 1):
             if prob.total == 0:
                 break
-            t0 = time.perf_counter()
-            visited = self._pass(data, prob, rng, epoch, theta, alpha, margin, self.shrinking)
-            t_pass = time.perf_counter() - t0
-            v[:] = 0.0
-            hinge = prob.evaluate(theta, alpha, margin, v)
+            visited, t_pass, hinge = self._pass(data, prob, rng, epoch, theta, alpha, margin, v)
             tg = theta[gids]
             tt = _sumsq(theta)
             primal = 0.5 * tt + 0.5 * lam * float(tg @ graph.laplacian_times(tg)) + C * hinge

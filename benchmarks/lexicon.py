@@ -7,12 +7,13 @@ command and what the lexicon holds. The corpus is the 10M-token prefix that
 benchmarks/clusters.py cuts from the unlabeled corpus of benchmarks/unlabeled_corpus.py
 (``runs/clusters/en-10M.txt``; one sentence per line, tokenized).
 
-    nice -n 5 python benchmarks/lexicon.py [--corpus runs/clusters/en-10M.txt]
+    python benchmarks/lexicon.py [--corpus runs/clusters/en-10M.txt]
         [--out runs/lexicon/en-10M.lex.npz] [--no-write]
 """
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import subprocess
 import sys
@@ -55,6 +56,7 @@ def main() -> None:
     warm.write_text("the cat sat on the mat\nthe dog sat on the cat\n" * 20)
     base = [sys.executable, "-m", "arboreal", "lexicon", "--quiet"]
     timed(base + [str(warm), "-o", str(args.out.parent / "warmup.npz")])
+    load = os.getloadavg()[0]
     run = timed(base + [str(args.corpus), "-o", str(args.out)])
 
     from arboreal.features.lexicon import Lexicon
@@ -70,7 +72,9 @@ def main() -> None:
         f"--quiet` (its defaults: window {lex.window}, minimum word count {lex.min_count}, "
         f"minimum pair count {lex.min_pair_count}, {lex.n_neighbours} neighbours for each of "
         f"the {lex.similar_words:,} most frequent words), after a warm-up run; times and peak "
-        "memory of the whole command from `/usr/bin/time -v`.\n\n"
+        "memory of the whole command from `/usr/bin/time -v`; 1-minute load average at the "
+        f"start: {load:.1f} (above 1, other jobs shared the 2 cores: the wall time is "
+        "inflated, the CPU time is the steadier cost).\n\n"
         "| tokens | wall s | CPU s | peak RSS MiB | tokens per CPU s | words kept | pairs kept | "
         "words with neighbours | file MiB |\n"
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n"
@@ -79,7 +83,7 @@ def main() -> None:
         f"{lex.nb_indptr.size - 1:,} | {size:.1f} |\n")
     print(body)
     if not args.no_write:
-        cmd = "nice -n 5 python benchmarks/lexicon.py"
+        cmd = "python benchmarks/lexicon.py"
         write_section("lexicon", "Lexicon from unlabeled text: time and memory on 10M tokens "
                       "(issue 19)", cmd, body)
 

@@ -247,7 +247,7 @@ def coverage(treebank: str, lexicon_path: str) -> str:
             f"{100 * (known & ~in_train).mean():.1f}% have a PMI without being seen in train.")
 
 
-def write_page(runs: Path, treebanks: list[str]) -> None:
+def write_page(runs: Path, treebanks: list[str], note: str = "") -> None:
     """docs/wang2006.md from the runs in ``runs``, atomically."""
     import tempfile
 
@@ -283,6 +283,8 @@ def write_page(runs: Path, treebanks: list[str]) -> None:
                          "LEMMA, gold UPOS, XPOS, FEATS) with word clusters (`--clusters`), "
                          "the averaged perceptron (10 epochs, best on dev), with and without "
                          "the lexicon.\n\n")
+    if note:
+        parts.append("## Reading the results\n\n" + note.rstrip() + "\n")
     text = "".join(parts)
     fd, tmp = tempfile.mkstemp(dir=DOC.parent, prefix=".wang2006.", suffix=".tmp")
     with os.fdopen(fd, "w", encoding="utf-8") as f:
@@ -304,6 +306,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--clusters", default="runs/clusters/en-10M.c1000.m1.arboreal.paths")
     ap.add_argument("--runs", type=Path, default=ROOT / "runs" / "wang2006")
     ap.add_argument("--write", action="store_true", help="write docs/wang2006.md from the runs")
+    ap.add_argument("--note", default="", help="text of the page's last section")
     args = ap.parse_args(argv)
     args.runs.mkdir(parents=True, exist_ok=True)
     rows = list(ALL_ROWS) if args.all_features else args.rows
@@ -311,7 +314,7 @@ def main(argv: list[str] | None = None) -> int:
         run_one(args.runs, args.treebank, row, args)
     print(table(args.runs, args.treebank, rows))
     if args.write:
-        write_page(args.runs, ["UD_English-EWT", "UD_Czech-CLTT"])
+        write_page(args.runs, ["UD_English-EWT", "UD_Czech-CLTT"], args.note)
     return 0
 
 

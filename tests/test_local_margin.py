@@ -445,3 +445,12 @@ def test_deterministic_options_and_registry(tiny):
     if "local-margin" not in LEARNERS:
         pytest.skip("local-margin is not registered in arboreal.learn._LAZY yet")
     assert isinstance(get_learner("local-margin", C=2.0), LocalMargin)
+
+
+def test_constraint_memory_is_budgeted_before_allocation(short_data):
+    """The constraints' state (quadratic in sentence length) is checked against a budget
+    before anything is allocated; over it, a clear error instead of a memory blow-up."""
+    n2 = sum(2 * (len(h) - 1) ** 2 for h in short_data.heads)
+    with pytest.raises(ValueError, match="budget"):
+        LocalMargin(constraint_budget=32 * n2 - 1).fit(short_data, 1)
+    LocalMargin(constraint_budget=32 * n2).fit(short_data, 1)

@@ -365,6 +365,12 @@ def _evaluate_sentence(offsets, ids, vals, e_arc, a_arc, alpha, theta, margin, v
 
 
 # ---------------------------------------------------------------------- the problem
+#: bytes kept per constraint: alpha, ||d_c||^2 and the margin (float64), two int32 arcs
+CONSTRAINT_BYTES = 32
+#: default cap on those bytes over the training data (``constraint_budget`` option)
+CONSTRAINT_BUDGET = 4 * 2.0 ** 30
+
+
 class _Problem:
     """The constraints of a :class:`TrainingData` and their arcs' features.
 
@@ -374,7 +380,16 @@ class _Problem:
     """
 
     def __init__(self, data: TrainingData, graph: LaplacianGraph | None = None,
-                 laplacian: float = 0.0, cache_bytes: float = 0.0, norms: bool = True):
+                 laplacian: float = 0.0, cache_bytes: float = 0.0, norms: bool = True,
+                 constraint_budget: float = CONSTRAINT_BUDGET):
+        lengths = np.array([np.asarray(h).size - 1 for h in data.heads], dtype=np.float64)
+        need = CONSTRAINT_BYTES * float((2.0 * lengths * lengths).sum())
+        if need > constraint_budget:
+            raise ValueError(
+                f"local-margin: the training data's local constraints (up to 2 n^2 per "
+                f"sentence of n words) would take up to {need / 2**20:,.1f} MiB, over the "
+                f"budget of {constraint_budget / 2**20:,.1f} MiB: train on shorter sentences, or "
+                "raise it with --learner-option constraint_budget=BYTES")
         self.data = data
         self.features = data.features
         self.encoded = data.encoded
@@ -563,6 +578,9 @@ class LocalMargin(BatchLearner):
         cache_mb: megabytes of arc features kept between passes (the rest is recomputed
             every pass; 0: recompute all).
         verbose: print primal, dual and gap per pass to stderr.
+        constraint_budget: bytes the constraints' state may take (``CONSTRAINT_BYTES``
+            per constraint, up to 2 n^2 constraints per sentence of n words), checked
+            before anything is allocated: ValueError above it (default 4 GiB).
 
     ``fit`` returns theta (dim,) float64 after at most ``epochs`` passes; ``history``
     holds one dict per pass (``primal`` P(theta), ``dual``, ``gap``, ``visited``
@@ -584,7 +602,7 @@ class LocalMargin(BatchLearner):
 
     def __init__(self, C: float = 1.0, laplacian: float = 0.0, tol: float = 1e-4,
                  shrinking: bool = True, sweeps: int = 1, cache_mb: float = 512.0,
-                 verbose: bool = False):
+                 verbose: bool = False, constraint_budget: float = CONSTRAINT_BUDGET):
         if not C > 0:
             raise ValueError("C must be positive")
         if not laplacian >= 0:
@@ -600,6 +618,9 @@ class LocalMargin(BatchLearner):
         self.shrinking = bool(shrinking)
         self.cache_mb = float(cache_mb)
         self.verbose = bool(verbose)
+        if not constraint_budget > 0:
+            raise ValueError("constraint_budget must be positive")
+        self.constraint_budget = float(constraint_budget)
         self.history: list[dict] = []
         self.alpha: np.ndarray | None = None
         self.gap: float = float("nan")
@@ -611,7 +632,8 @@ class LocalMargin(BatchLearner):
         """Train for at most ``epochs`` passes (module docstring); returns theta (dim,)."""
         require_arc_factored(data, "local-margin")
         graph = _graph_for(data, self.laplacian, None)
-        prob = _Problem(data, graph, self.laplacian, self.cache_mb * 2.0 ** 20)
+        prob = _Problem(data, graph, self.laplacian, self.cache_mb * 2.0 ** 20,
+                        constraint_budget=self.constraint_budget)
         self.history = []
         if graph is None:
             return self._fit_plain(data, prob, epochs, on_epoch, seed)

@@ -30,10 +30,10 @@ vector (seeded by the template's text, disjoint from nothing: collisions with ar
 features are by chance, as between arc templates). The cut-off of the feature set does
 not apply to them.
 
-Per sentence the feature set stores the keys (n+1,) and the PMI matrix (n+1, n+1)
-float32 (:class:`LexicalSentence`, O(n^2) memory, as the arc scores); feature ids and
-values are computed from them on each call, vectorized over all arcs:
-O(n^2 * templates) per sentence, no per-arc Python loop.
+Per sentence the feature set stores the word keys and lexicon ids (:class:`LexicalSentence`,
+O(n) memory); PMIs, feature ids and values are computed from them on each call,
+vectorized over all arcs: O(n^2 (templates + log P)) per sentence for P lexicon pairs, no
+per-arc Python loop.
 """
 from __future__ import annotations
 
@@ -77,11 +77,11 @@ _LEX_SEED = 0x4C455849   # "LEXI": lexical template seeds apart from arc templat
 @dataclass
 class LexicalSentence:
     """What the lexical features read of one sentence: ``keys`` (n+1,) int64 (word keys,
-    ``keys[0] = ROOT_KEY``) and ``pmi`` (n+1, n+1) float32 (PMI of the pair of words h
-    and m, NaN when unknown or for the root)."""
+    ``keys[0] = ROOT_KEY``) and ``ids`` (n+1,) int64 (lexicon ids, -1 for unknown words
+    and the root). O(n) memory: PMIs are looked up when features are computed."""
 
     keys: np.ndarray
-    pmi: np.ndarray
+    ids: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -160,24 +160,29 @@ class LexicalFeatures:
     # ------------------------------------------------------------------ per sentence
     def sentence(self, lexicon_ids: np.ndarray, word_codes: np.ndarray) -> LexicalSentence:
         """The :class:`LexicalSentence` of words with lexicon ids ``lexicon_ids`` (n,)
-        (-1 unknown) and feature-set word codes ``word_codes`` (n,). O(n^2 log P)."""
+        (-1 unknown) and feature-set word codes ``word_codes`` (n,). O(n)."""
         ids = np.asarray(lexicon_ids, dtype=np.int64)
         keys = np.concatenate([[ROOT_KEY], np.where(ids >= 0, ids,
                                                      -1 - np.asarray(word_codes, np.int64))])
-        n = ids.size
-        pmi = np.full((n + 1, n + 1), np.nan, dtype=np.float32)
-        if self.lexicon is not None and n:
-            pmi[1:, 1:] = self.lexicon.pmi_many(ids[:, None], ids[None, :])
-        return LexicalSentence(keys.astype(np.int64), pmi)
+        return LexicalSentence(keys.astype(np.int64), np.concatenate([[-1], ids]))
+
+    def pmi(self, lex: LexicalSentence, hs: np.ndarray, ms: np.ndarray) -> np.ndarray:
+        """PMI (float32, NaN when unknown, for the root and without a lexicon) of the
+        words of arcs (hs, ms). O(A log P)."""
+        if self.lexicon is None:
+            return np.full(np.shape(hs), np.nan, dtype=np.float32)
+        return self.lexicon.pmi_many(lex.ids[hs], lex.ids[ms])
 
     def _slot_values(self, kind: str, attr: int, codes: np.ndarray, lex: LexicalSentence,
-                     hs: np.ndarray, ms: np.ndarray) -> tuple[np.ndarray, ...]:
-        """The int64 value(s) of one indicator slot on arcs (hs, ms)."""
+                     hs: np.ndarray, ms: np.ndarray, pmi: np.ndarray
+                     ) -> tuple[np.ndarray, ...]:
+        """The int64 value(s) of one indicator slot on arcs (hs, ms) whose PMIs are
+        ``pmi``."""
         if kind == "pair":
             a, b = lex.keys[hs], lex.keys[ms]
             return np.minimum(a, b), np.maximum(a, b)
         if kind == "pmi":
-            v = lex.pmi[hs, ms]
+            v = pmi
             known = np.isfinite(v)
             b = np.clip(np.floor(np.where(known, v, 0.0) / PMI_BIN), *PMI_RANGE).astype(np.int64)
             return (np.where(known, b, np.where(hs == 0, 1000, 1001)),)
@@ -189,11 +194,11 @@ class LexicalFeatures:
         pos = hs if kind == "h" else ms
         return (codes[attr, pos + 1].astype(np.int64),)
 
-    def _value(self, value: str | None, lex: LexicalSentence, hs, ms) -> np.ndarray:
+    def _value(self, value: str | None, pmi: np.ndarray, hs, ms) -> np.ndarray:
         if value is None:
             return np.ones(hs.shape)
         if value == "=pmi":
-            v = lex.pmi[hs, ms].astype(np.float64)
+            v = pmi.astype(np.float64)
             return np.where(np.isfinite(v), v, 0.0)
         d = np.abs(hs - ms) / DIST_SCALE
         return d if value == "=dist" else d * d
@@ -206,16 +211,17 @@ class LexicalFeatures:
         ms = np.asarray(ms, dtype=np.int64)
         ids = np.empty((len(self._parsed),) + hs.shape, dtype=np.int64)
         vals = np.empty((len(self._parsed),) + hs.shape)
+        pmi = self.pmi(lex, hs, ms)
         for t, tmpl in enumerate(self._parsed):
-            ids[t] = self._hash(tmpl, self._slot_arrays(tmpl, codes, lex, hs, ms))
-            vals[t] = self._value(tmpl.value, lex, hs, ms)
+            ids[t] = self._hash(tmpl, self._slot_arrays(tmpl, codes, lex, hs, ms, pmi))
+            vals[t] = self._value(tmpl.value, pmi, hs, ms)
         return ids, vals
 
-    def _slot_arrays(self, tmpl: _Template, codes, lex, hs, ms) -> list[np.ndarray]:
-        """The int64 values hashed for ``tmpl`` on arcs (hs, ms), in slot order (two for
-        ``pair``, one for any other slot)."""
+    def _slot_arrays(self, tmpl: _Template, codes, lex, hs, ms, pmi) -> list[np.ndarray]:
+        """The int64 values hashed for ``tmpl`` on arcs (hs, ms) with PMIs ``pmi``, in
+        slot order (two for ``pair``, one for any other slot)."""
         return [v for kind, attr in tmpl.slots
-                for v in self._slot_values(kind, attr, codes, lex, hs, ms)]
+                for v in self._slot_values(kind, attr, codes, lex, hs, ms, pmi)]
 
     def _hash(self, tmpl: _Template, arrays: list[np.ndarray]) -> np.ndarray:
         """Feature ids (int64 in 0..2**bits-1) of the slot values ``arrays``."""
@@ -254,9 +260,11 @@ class LexicalFeatures:
                 continue
             at = sum(2 if kind == "pair" else 1 for kind, _ in
                      tmpl.slots[: tmpl.slots.index(("pair", -1))])
-            per = [self._slot_arrays(tmpl, enc.codes, enc.lexical,
-                                     np.asarray(h[1:], np.int64), np.arange(1, len(h)))
-                   for enc, h in zip(encoded, heads)]
+            per = []
+            for enc, h in zip(encoded, heads):
+                hs, ms = np.asarray(h[1:], np.int64), np.arange(1, len(h))
+                per.append(self._slot_arrays(tmpl, enc.codes, enc.lexical, hs, ms,
+                                             self.pmi(enc.lexical, hs, ms)))
             if not per:
                 continue
             rows = np.unique(np.stack([np.concatenate(col) for col in zip(*per)], axis=1),

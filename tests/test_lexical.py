@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from arboreal.features import FeatureSet
-from arboreal.features.lexical import (DEFAULT_LEXICAL_TEMPLATES, DIST_SCALE, PMI_BIN,
-                                       LexicalFeatures)
+from arboreal.features.lexical import (DEFAULT_LEXICAL_TEMPLATES, DIST_CAP, DIST_SCALE,
+                                       PMI_BIN, LexicalFeatures)
 from arboreal.features.first_order import ATTR_INDEX
 from arboreal.features.lexicon import build_lexicon, count_cooccurrences
 from arboreal.io.conllu import read_conllu
@@ -79,8 +79,11 @@ def test_lexical_values_are_the_documented_ones(lexicon, sents):
     for a, (h, m) in enumerate(zip(hs, ms)):
         pmi = lexicon.pmi(s.forms[h], s.forms[m]) if h > 0 else None
         assert vals[0, a] == pytest.approx(0.0 if pmi is None else pmi, abs=1e-6)
-        assert vals[1, a] == pytest.approx(abs(h - m) / DIST_SCALE)
-        assert vals[2, a] == pytest.approx((abs(h - m) / DIST_SCALE) ** 2)
+        assert vals[1, a] == pytest.approx(min(abs(h - m), DIST_CAP) / DIST_SCALE)
+        assert vals[2, a] == pytest.approx((min(abs(h - m), DIST_CAP) / DIST_SCALE) ** 2)
+    # long arcs are capped
+    far = lf.items(enc.codes, enc.lexical, np.array([0]), np.array([len(s) - 1]))[1]
+    assert far[2, 0] <= (DIST_CAP / DIST_SCALE) ** 2
     # the PMI bin feature: two arcs with known PMI share its id exactly when their bins
     # agree (up to a hash collision, improbable in 2^16 slots for a handful of bins)
     known = [a for a in range(4) if vals[0, a] != 0.0]

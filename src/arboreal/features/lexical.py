@@ -15,8 +15,8 @@ token slots ``h.ATTR`` / ``m.ATTR``:
 ``dir``    the direction: head left or right of the modifier
 ``dist``   MSTParser's distance bucket of ``|h - m|`` (1, 2, 3, 4, 5, 6-10, > 10)
 ``=pmi``   real value: the PMI in nats (0 for an unknown pair or a root arc)
-``=dist``  real value: ``|h - m| / DIST_SCALE``
-``=dist2`` real value: ``(|h - m| / DIST_SCALE) ** 2``
+``=dist``  real value: ``min(|h - m|, DIST_CAP) / DIST_SCALE``
+``=dist2`` real value: its square
 =========  ==============================================================================
 
 A template is a conjunction of indicator slots, times at most one real value (1 when
@@ -50,9 +50,13 @@ if TYPE_CHECKING:
 #: bin, higher ones the highest)
 PMI_BIN = 0.5
 PMI_RANGE = (-8, 16)
-#: ``=dist`` is ``|h - m| / DIST_SCALE`` (and ``=dist2`` its square): values near 1 for
-#: typical arcs, so that one learning rate suits them and the indicators
+#: ``=dist`` is ``min(|h - m|, DIST_CAP) / DIST_SCALE`` (and ``=dist2`` its square): values
+#: near 1 for typical arcs, so that one learning rate suits them and the indicators; the
+#: cap keeps the long arcs of long sentences from dominating an online update (uncapped,
+#: they made 1-best MIRA much worse on Czech-CLTT's long sentences, docs/wang2006.md;
+#: the ``dist`` bucket still tells long arcs apart)
 DIST_SCALE = 10.0
+DIST_CAP = 20
 #: the key of the root token in ``pair``
 ROOT_KEY = -(1 << 40)
 PAIR_SLOTS = ("pair", "pmi", "dir", "dist")
@@ -200,7 +204,7 @@ class LexicalFeatures:
         if value == "=pmi":
             v = pmi.astype(np.float64)
             return np.where(np.isfinite(v), v, 0.0)
-        d = np.abs(hs - ms) / DIST_SCALE
+        d = np.minimum(np.abs(hs - ms), DIST_CAP) / DIST_SCALE
         return d if value == "=dist" else d * d
 
     def items(self, codes: np.ndarray, lex: LexicalSentence, hs: np.ndarray, ms: np.ndarray

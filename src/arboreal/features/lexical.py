@@ -26,8 +26,8 @@ its id in the lexicon (:class:`~arboreal.features.lexicon.Lexicon`, normalised f
 and, for a word the lexicon lacks, ``-1 - code`` with ``code`` the feature set's word
 code (its training vocabulary, UNK for unseen words), so ``pair`` works without a lexicon
 too; the root's key is :data:`ROOT_KEY`. Feature ids are hashed into the arc weight
-vector (seeded by the template's text, disjoint from nothing: collisions with arc
-features are by chance, as between arc templates). The cut-off of the feature set does
+vector, seeded by the template's text (they may collide with arc features by chance, as
+arc templates collide with each other). The cut-off of the feature set does
 not apply to them.
 
 Per sentence the feature set stores the word keys and lexicon ids (:class:`LexicalSentence`,

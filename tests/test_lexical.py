@@ -265,3 +265,21 @@ def test_loglinear_laplacian_gives_unseen_similar_pairs_weights(fs, sents):
         row = graph.S.getrow(index[f])
         expect = float(row.data @ tied[graph.ids[row.indices]]) / (1.0 + row.data.sum())
         assert tied[f] == pytest.approx(expect, abs=1e-4)
+
+
+def test_a_model_of_forms_only_parses_untagged_input(sents):
+    """--features words reads no tag column: untagged input needs no tagger; a model
+    whose templates read UPOS still refuses it."""
+    from arboreal.io.text import iter_tokenized
+    from arboreal.models import Parser
+    from arboreal.models.pipeline import UntaggedInputError, complete_tags
+
+    words = Parser.train(sents, epochs=1, features="words", hash_bits=16)
+    tagged = Parser.train(sents, epochs=1, hash_bits=16)
+    assert not words.reads_tags and tagged.reads_tags
+    untagged = list(iter_tokenized(io.BytesIO(b"The cat sat on the mat .\n")))
+    assert complete_tags(words, untagged) == untagged
+    heads, _ = words.predict(untagged)
+    assert len(heads[0]) == 8
+    with pytest.raises(UntaggedInputError):
+        complete_tags(tagged, untagged)

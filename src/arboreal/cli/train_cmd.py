@@ -245,7 +245,8 @@ def _train(args, mixing) -> int:
                                tokenizer=not args.no_tokenizer,
                                folds=args.jackknife or JACKKNIFE_FOLDS,
                                tagger_epochs=args.tagger_epochs or DEFAULT_EPOCHS,
-                               seed=args.seed, log=say)
+                               seed=args.seed, log=say,
+                               parser_reads_tags=args.features != "words")
     for w in caught:
         print(f"arboreal: warning: {w.message}", file=sys.stderr)
     model.save(args.output)

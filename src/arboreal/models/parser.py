@@ -39,6 +39,8 @@ from arboreal.models.serialization import (MAX_WEIGHT_BITS, MetaFields, array_sh
 DECODERS = ("eisner", "cle", "auto")
 #: the vocabularies FeatureSet.encode looks up (every fitted feature set has all)
 VOCAB_NAMES = ("word", "p5", "suf3", "pos", "xpos", "lemma", "feats", "c4", "c6", "cl")
+#: the token attributes that come from tag columns (a tagger or the input provides them)
+TAG_ATTRS = ("pos", "xpos", "feats", "lemma")
 #: arc feature templates read the head, the modifier and the words between them
 ARC_ANCHORS = "hmb"
 
@@ -240,6 +242,20 @@ class Parser(PipelineMixin):
     def order(self) -> int:
         """1 (arcs), 2 (siblings, grandparents) or 3 (grand-siblings, tri-siblings)."""
         return 1 if self.higher_order is None else self.higher_order.order
+
+    @property
+    def reads_tags(self) -> bool:
+        """Whether some template of the model (arcs, lexical, parts, labels) reads a tag
+        column (UPOS, XPOS, FEATS, LEMMA). A model of forms only (``--features words``)
+        parses untagged input without a tagger."""
+        if self.label_features is not None:       # joint label features read UPOS
+            return True
+        texts = list(self.features.templates) + list(self.labeler.templates)
+        if self.features.lexical is not None:
+            texts += self.features.lexical.templates
+        if self.higher_order is not None:
+            texts += [t for ts in self.higher_order.parts.templates.values() for t in ts]
+        return any(slot.partition(".")[2] in TAG_ATTRS for t in texts for slot in t.split())
 
     @property
     def fallbacks_total(self) -> int:

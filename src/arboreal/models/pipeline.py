@@ -56,6 +56,8 @@ def complete_tags(model, sentences: Sequence, retag: bool = False) -> list:
         if retag:
             raise UntaggedInputError("this model has no tagger, so it cannot retag its input "
                                 "(train it without --no-tagger)")
+        if not getattr(model, "reads_tags", True):   # a model of forms only
+            return sentences
         for i, s in enumerate(sentences):
             if _missing(s, ("upos",)):
                 raise UntaggedInputError(
@@ -101,12 +103,14 @@ def jackknife(sentences: Sequence, folds: int = JACKKNIFE_FOLDS,
 def train_pipeline(train: list, dev: list | None, train_parser: Callable[[list, list | None], object],
                    tagger: bool = True, tokenizer: bool = True, folds: int = JACKKNIFE_FOLDS,
                    tagger_epochs: int = DEFAULT_EPOCHS, seed: int = 0,
-                   log: Callable[[str], None] | None = None):
+                   log: Callable[[str], None] | None = None, parser_reads_tags: bool = True):
     """Train a tokenizer on the ``# text`` lines of ``train`` (when ``tokenizer``; skipped
     with a warning when the treebank has none), a tagger (best epoch per stage on
     ``dev``), then the parser by ``train_parser(train, dev)`` on jackknifed tags (dev
     tagged by the final tagger, as at parse time); the returned parser carries the
-    tokenizer and the tagger. ``tagger=False``: the parser on the given tags."""
+    tokenizer and the tagger. ``tagger=False``: the parser on the given tags.
+    ``parser_reads_tags=False`` (a parser of forms only): no jackknifing, the tagger only
+    tags the output."""
     text_model = None
     if tokenizer:
         from arboreal.models.tokenizer import Tokenizer
@@ -115,12 +119,14 @@ def train_pipeline(train: list, dev: list | None, train_parser: Callable[[list, 
             text_model = Tokenizer.train(train, dev, seed=seed, log=log)
         except ArborealError as exc:
             warnings.warn(f"no tokenizer: {exc}", stacklevel=2)
-    model = _tagger_and_parser(train, dev, train_parser, tagger, folds, tagger_epochs, seed, log)
+    model = _tagger_and_parser(train, dev, train_parser, tagger, folds, tagger_epochs, seed, log,
+                               parser_reads_tags)
     model.tokenizer = text_model
     return model
 
 
-def _tagger_and_parser(train, dev, train_parser, tagger, folds, tagger_epochs, seed, log):
+def _tagger_and_parser(train, dev, train_parser, tagger, folds, tagger_epochs, seed, log,
+                       parser_reads_tags=True):
     if not tagger:
         return train_parser(train, dev)
     if not any(v != "_" for s in train for v in s.upos[1:].tolist()):
@@ -128,7 +134,9 @@ def _tagger_and_parser(train, dev, train_parser, tagger, folds, tagger_epochs, s
                       "parser needs tagged input", stacklevel=2)
         return train_parser(train, dev)
     final = Tagger.train(train, dev, epochs=tagger_epochs, seed=seed, log=log)
-    if len(train) < MIN_SENTENCES_PER_FOLD * folds:
+    if not parser_reads_tags:
+        tagged_train = train
+    elif len(train) < MIN_SENTENCES_PER_FOLD * folds:
         warnings.warn(f"{len(train)} training sentences are too few for {folds}-fold "
                       "jackknifing: the parser is trained on the treebank's own tags",
                       stacklevel=2)

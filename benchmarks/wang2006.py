@@ -159,7 +159,16 @@ parse from words alone (no POS) with three ideas: lexical features estimated on 
 text (word pairs, their pointwise mutual information, distance), large-margin training
 with *local* constraints instead of one constraint per whole tree, and a Laplacian
 regularizer that ties the weights of distributionally similar word pairs. This page
-records our rerun with `benchmarks/wang2006.py`; every figure below was printed by it.
+records our rerun with `benchmarks/wang2006.py`; every figure below was printed by it:
+
+    python benchmarks/wang2006.py --treebank UD_English-EWT
+    python benchmarks/wang2006.py --treebank UD_Czech-CLTT --lexicon runs/lexicon/cs.lex.npz
+    python benchmarks/wang2006.py --all-features
+    python benchmarks/wang2006.py --rows perceptron --write --note "..."   # this page
+
+with the lexicons `arboreal lexicon runs/clusters/en-10M.txt -o runs/lexicon/en-10M.lex.npz`
+(benchmarks/lexicon.py) and `arboreal lexicon runs/unlabeled/cs.txt -o
+runs/lexicon/cs.lex.npz` (defaults).
 
 ## What is implemented
 
@@ -251,17 +260,19 @@ def write_page(runs: Path, treebanks: list[str], note: str = "") -> None:
     """docs/wang2006.md from the runs in ``runs``, atomically."""
     import tempfile
 
-    parts = [PAGE_HEAD, "## Results\n"]
+    parts = [PAGE_HEAD, "## Results\n\n"]
     for tb in treebanks:
         rows = [r for r in ROWS if (runs / f"{tb}.{r}.json").exists()]
         if not rows:
             continue
         first = json.loads((runs / f"{tb}.{rows[0]}.json").read_text())
+        dates = sorted(json.loads((runs / f"{tb}.{r}.json").read_text())["date"] for r in rows)
         lexicon = LEXICONS.get(tb)
         cover = (" " + coverage(tb, str(ROOT / lexicon))
                  if lexicon and (ROOT / lexicon).exists() else "")
         parts.append(f"### {tb}, words only\n\n{table(runs, tb, rows)}\n\n"
-                     f"Training: {first['sentences']:,} sentences; run on {first['date']}. "
+                     f"Training: {first['sentences']:,} sentences; runs from {dates[0]} to "
+                     f"{dates[-1]}. "
                      "`vs`: the row each one is tested against (words right in one run and "
                      "wrong in the other, two-sided sign test). train s: wall seconds of the "
                      "whole `Parser.train` call (C grid included for local-margin)." + cover

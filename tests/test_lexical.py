@@ -102,7 +102,8 @@ def test_pair_is_unordered_and_works_without_lexicon(sents):
 
 @pytest.mark.parametrize("template, problem", [
     ("pmi", "needs a lexicon"), ("=pmi", "needs a lexicon"), ("word", "bad slot"),
-    ("=dist =dist2", "at most one value"), ("dir dir", "appears twice"), ("x.word", "bad slot")])
+    ("=dist =dist2", "at most one value"), ("dir dir", "appears twice"), ("x.word", "bad slot"),
+    ("h+1.pos", "bad slot"), ("h.nonsense", "bad slot")])
 def test_bad_templates_are_refused(sents, template, problem):
     with pytest.raises(ValueError, match=problem):
         FeatureSet("words", bits=16, lexical_templates=[template])

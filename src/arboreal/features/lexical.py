@@ -43,6 +43,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from arboreal.features.hashing import template_slots
+
 if TYPE_CHECKING:
     import scipy.sparse
 
@@ -76,6 +78,8 @@ _C1 = np.uint64(0xFF51AFD7ED558CCD)
 _C2 = np.uint64(0xC4CEB9FE1A85EC53)
 _S33 = np.uint64(33)
 _LEX_SEED = 0x4C455849   # "LEXI": lexical template seeds apart from arc templates
+#: the token anchors a lexical template may read: the head and the modifier
+_TOKEN_ANCHORS = {"h": 0, "m": 1}
 
 
 @dataclass
@@ -116,11 +120,15 @@ def parse_lexical_template(text: str, attrs: dict[str, int], lexicon: bool) -> _
         elif tok in PAIR_SLOTS:
             slots.append((tok, -1))
         else:
-            where, _, attr = tok.partition(".")
-            if where not in ("h", "m") or attr not in attrs:
+            # a token slot, read by the template language's one slot parser
+            try:
+                [(anchor, offset, attr)] = template_slots(tok, _TOKEN_ANCHORS, attrs, 1)
+            except ValueError:
+                anchor = offset = None
+            if anchor is None or offset != 0:
                 raise ValueError(f"lexical template {text!r}: bad slot {tok!r} (slots: "
                                  f"{', '.join(PAIR_SLOTS + VALUE_SLOTS)}, h.ATTR, m.ATTR)")
-            slots.append((where, attrs[attr]))
+            slots.append(("h" if anchor == 0 else "m", attrs[attr]))
         if not lexicon and tok in ("pmi", "=pmi"):
             raise ValueError(f"lexical template {text!r}: '{tok}' needs a lexicon "
                              "(arboreal train --lexicon LEX)")

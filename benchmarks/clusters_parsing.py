@@ -194,10 +194,10 @@ page records our rerun with `benchmarks/clusters_parsing.py` (parsing) and
 
 | | paper / talk | here |
 |---|---|---|
-| English data | Penn Treebank WSJ, sections 2-21 | UD English-EWT (web text), first N training sentences |
+| English data | Penn Treebank (news) | UD English-EWT (web text), first N training sentences |
 | Czech data | Prague Dependency Treebank | UD Czech-CLTT (legal text, 467 training sentences) |
-| unlabeled text | BLLIP (43M words of news) / Czech news | 10M English tokens of documentation, dictionaries and books; 1.7M Czech tokens of help texts and manuals |
-| clusters | 1,000 (English), from Liang's wcluster | 1,000, `arboreal clusters` |
+| unlabeled text | a large corpus (not described in the talk) | 10M English tokens of documentation, dictionaries and books; 1.7M Czech tokens of help texts and manuals |
+| clusters | Brown clusters | 1,000, `arboreal clusters` |
 | tags | predicted POS | predicted (the pipeline's jackknifed tagger), gold, and none |
 | parser | first and second order, averaged perceptron | first order, averaged perceptron (the default of `arboreal train`) |
 

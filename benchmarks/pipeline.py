@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shlex
 import sys
 import time
 from pathlib import Path
@@ -64,7 +65,8 @@ def scores(gold: Path, system: Path) -> dict[str, float]:
     return {m: 100.0 * result[m]["f1"] for m in METRICS}
 
 
-def run_treebank(treebank: str, work: Path, udpipe_dir: Path | None) -> dict:
+def run_treebank(treebank: str, work: Path, udpipe_dir: Path | None,
+                 train_args: list[str] = ()) -> dict:
     train, dev, test = (split_path(treebank, s) for s in ("train", "dev", "test"))
     work.mkdir(parents=True, exist_ok=True)
     model = work / f"{treebank}.model"
@@ -74,7 +76,7 @@ def run_treebank(treebank: str, work: Path, udpipe_dir: Path | None) -> dict:
     blank.write_text(blank_tags(test), encoding="utf-8")
     arboreal = [sys.executable, "-m", "arboreal"]
     t_train = timed(arboreal + ["train", str(train), "--dev", str(dev), "-o", str(model),
-                                "--quiet"])
+                                "--quiet", *train_args])
     words = count_words(test)
     out_raw, out_gold = work / f"{treebank}.raw.conllu", work / f"{treebank}.gold-tok.conllu"
     t_raw = timed(arboreal + ["parse", str(model), str(raw), "--input", "text", "-o",
@@ -152,7 +154,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rescore", action="store_true",
                     help="reuse the work directory's results.json; only score UDPipe's outputs")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--train-args", default="",
+                    help="more options of arboreal train, e.g. '--order 2' (one string)")
+    ap.add_argument("--section", default="pipeline",
+                    help="the docs/benchmarks.md section to write (another one for a variant)")
     args = ap.parse_args(argv)
+    train_args = shlex.split(args.train_args)
     if not UD.exists():
         raise SystemExit(f"{UD} not found")
     os.environ.setdefault("NUMBA_NUM_THREADS", "1")
@@ -163,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
             r.update(udpipe_scores(r["treebank"], args.udpipe_dir))
     else:
         for tb in args.treebanks:
-            r = run_treebank(tb, args.work_dir, args.udpipe_dir)
+            r = run_treebank(tb, args.work_dir, args.udpipe_dir, train_args)
             print(json.dumps(r), flush=True)
             results.append(r)
     (args.work_dir / "results.json").write_text(json.dumps(results, indent=1) + "\n")
@@ -171,8 +178,9 @@ def main(argv: list[str] | None = None) -> int:
         from _report import write_section
 
         body = (
-            "Each treebank's pipeline trained by `arboreal train TRAIN --dev DEV` with its "
-            "defaults, the test split parsed from raw text (its `# text` lines, paragraphs at "
+            "Each treebank's pipeline trained by `arboreal train TRAIN --dev DEV"
+            + (f" {args.train_args}" if train_args else "") + "` with its "
+            "defaults" + (" otherwise" if train_args else "") + ", the test split parsed from raw text (its `# text` lines, paragraphs at "
             "`# newpar`/`# newdoc`) and from gold tokens with tags, lemmas and trees blanked; "
             "F1 by `arboreal.evaluation_ud` (the CoNLL 2018 shared-task method, equal to "
             "`conll18_ud_eval.py`). Commands run with `NUMBA_NUM_THREADS=1`. "
@@ -187,8 +195,14 @@ def main(argv: list[str] | None = None) -> int:
         cmd = "python benchmarks/pipeline.py " + " ".join(
             (["--treebanks", *args.treebanks] if args.treebanks != DEFAULT_TREEBANKS else [])
             + (["--udpipe-dir", str(args.udpipe_dir)] if args.udpipe_dir else [])
-            + (["--rescore"] if args.rescore else []))
-        write_section("pipeline", "Raw text to trees (issue 14)", cmd.strip(), body)
+            + (["--rescore"] if args.rescore else [])
+            + ([f"--work-dir {args.work_dir.relative_to(ROOT)}"]
+               if args.work_dir != ROOT / "runs" / "pipeline" else [])
+            + ([f"--train-args='{args.train_args}'"] if train_args else [])
+            + ([f"--section {args.section}"] if args.section != "pipeline" else []))
+        write_section(args.section, "Raw text to trees (issue 14)"
+                      + (f", arboreal train {args.train_args}" if train_args else ""),
+                      cmd.strip(), body)
     return 0
 
 

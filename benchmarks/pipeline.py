@@ -196,8 +196,8 @@ def main(argv: list[str] | None = None) -> int:
             (["--treebanks", *args.treebanks] if args.treebanks != DEFAULT_TREEBANKS else [])
             + (["--udpipe-dir", str(args.udpipe_dir)] if args.udpipe_dir else [])
             + (["--rescore"] if args.rescore else [])
-            + ([f"--work-dir {args.work_dir.relative_to(ROOT)}"]
-               if args.work_dir != ROOT / "runs" / "pipeline" else [])
+            + ([f"--work-dir {args.work_dir}"]
+               if args.work_dir.resolve() != (ROOT / "runs" / "pipeline").resolve() else [])
             + ([f"--train-args='{args.train_args}'"] if train_args else [])
             + ([f"--section {args.section}"] if args.section != "pipeline" else []))
         write_section(args.section, "Raw text to trees (issue 14)"

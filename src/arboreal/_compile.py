@@ -20,12 +20,14 @@ _PROBES = (("arboreal.inference.eisner", "_eisner_kernel"),
            ("arboreal.models.labeler", "_label_scores"))
 
 
-def kernels_cached() -> bool:
-    """True when numba's cache has an index for every probe kernel (False also when
-    the cache cannot be inspected)."""
+def kernels_cached(probes=_PROBES) -> bool:
+    """True when numba's cache has an index for every probe kernel: ``(module, name)``
+    pairs or the dispatchers themselves (False also when the cache cannot be
+    inspected)."""
     try:
-        for module, name in _PROBES:
-            dispatcher = getattr(importlib.import_module(module), name)
+        for probe in probes:
+            dispatcher = (getattr(importlib.import_module(probe[0]), probe[1])
+                          if isinstance(probe, tuple) else probe)
             if not os.path.exists(dispatcher._cache._cache_file._index_path):
                 return False
     except (AttributeError, ImportError, OSError):
@@ -33,11 +35,18 @@ def kernels_cached() -> bool:
     return True
 
 
-def notice_if_compiling(quiet: bool = False) -> None:
-    """Print one line to stderr when the kernels are about to be compiled."""
-    if not quiet and not kernels_cached():
-        print("arboreal: compiling the parsing kernels for this machine (first use only; "
-              "'arboreal warmup' does it ahead of time)", file=sys.stderr, flush=True)
+def notice_if_compiling(quiet: bool = False, probes=None, what: str = "") -> None:
+    """Print one line to stderr when the kernels are about to be compiled: the parsing
+    kernels, or with ``probes`` (see :func:`kernels_cached`) those ``what`` names."""
+    if quiet:
+        return
+    if probes is None:
+        if not kernels_cached():
+            print("arboreal: compiling the parsing kernels for this machine (first use only; "
+                  "'arboreal warmup' does it ahead of time)", file=sys.stderr, flush=True)
+    elif not kernels_cached(probes):
+        print(f"arboreal: compiling the {what} kernels for this machine (first use only)",
+              file=sys.stderr, flush=True)
 
 
 _NOUNS = ("dog", "cat", "bird", "child", "teacher", "farmer")

@@ -1,6 +1,7 @@
 """What the commands over unlabeled corpora (``clusters``, ``lexicon``) share: checking
-their inputs and output before the long work, the compile notice, and the two progress
-bars (tokens read, then the command's own stage)."""
+their inputs and output before the long work, and the two progress bars (tokens read,
+then the command's own stage). Their compile notice is
+:func:`arboreal._compile.notice_if_compiling` with their kernels as probes."""
 from __future__ import annotations
 
 import os
@@ -31,20 +32,6 @@ def check_sources(corpus: list[str]) -> None:
             raise OSError(2, "no such file", source)
     if corpus.count("-") > 1:
         raise ArborealError("standard input ('-') can be read only once")
-
-
-def notice_if_compiling(quiet: bool, kernels: tuple, what: str) -> None:
-    """One line on stderr when numba has not compiled ``kernels`` (cached dispatchers)
-    for this machine yet; ``what`` names them."""
-    if quiet:
-        return
-    try:
-        cached = all(os.path.exists(f._cache._cache_file._index_path) for f in kernels)
-    except (AttributeError, OSError):
-        cached = False
-    if not cached:
-        print(f"arboreal: compiling the {what} kernels for this machine (first use only)",
-              file=sys.stderr, flush=True)
 
 
 @contextmanager

@@ -6,8 +6,8 @@ import sys
 import time
 
 from arboreal.cli._args import int_in
-from arboreal.cli._corpus import (check_output, check_sources, notice_if_compiling, stage_bar,
-                                  token_bar)
+from arboreal._compile import notice_if_compiling
+from arboreal.cli._corpus import check_output, check_sources, stage_bar, token_bar
 from arboreal.errors import ArborealError
 
 

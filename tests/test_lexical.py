@@ -278,6 +278,8 @@ def test_a_model_of_forms_only_parses_untagged_input(sents):
     words = Parser.train(sents, epochs=1, features="words", hash_bits=16)
     tagged = Parser.train(sents, epochs=1, hash_bits=16)
     assert not words.reads_tags and tagged.reads_tags
+    # a lexical template over UPOS makes the feature set read tags
+    assert FeatureSet("words", bits=16, lexical_templates=["pair h.pos"]).reads_tags
     untagged = list(iter_tokenized(io.BytesIO(b"The cat sat on the mat .\n")))
     assert complete_tags(words, untagged) == untagged
     heads, _ = words.predict(untagged)

@@ -235,6 +235,7 @@ def _train(args, mixing) -> int:
                   f"only", file=sys.stderr)
         return model
 
+    from arboreal.features import FeatureSet
     from arboreal.models.pipeline import JACKKNIFE_FOLDS, train_pipeline
     from arboreal.models.tagger import DEFAULT_EPOCHS
 
@@ -246,7 +247,8 @@ def _train(args, mixing) -> int:
                                folds=args.jackknife or JACKKNIFE_FOLDS,
                                tagger_epochs=args.tagger_epochs or DEFAULT_EPOCHS,
                                seed=args.seed, log=say,
-                               parser_reads_tags=args.features != "words")
+                               parser_reads_tags=FeatureSet(
+                                   args.features, clusters=clusters, lexicon=lexicon).reads_tags)
     for w in caught:
         print(f"arboreal: warning: {w.message}", file=sys.stderr)
     model.save(args.output)

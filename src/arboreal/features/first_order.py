@@ -136,6 +136,15 @@ def words_templates() -> list[str]:
 TEMPLATE_SETS = {"mcdonald": mcdonald_templates, "default": default_templates,
                  "words": words_templates}
 
+#: the token attributes that come from tag columns (a tagger or the input provides them)
+TAG_ATTRS = ("pos", "xpos", "feats", "lemma")
+
+
+def templates_read_tags(templates) -> bool:
+    """Whether some template (of any kind: arc, lexical, part, label) has a slot
+    ``anchor.ATTR`` with ATTR in :data:`TAG_ATTRS`."""
+    return any(slot.partition(".")[2] in TAG_ATTRS for t in templates for slot in t.split())
+
 #: arc templates over word clusters, added to a named template set when the feature set
 #: has a clustering (Koo, Carreras & Collins 2008: cluster prefixes of head and modifier
 #: alone, with each other, with POS and with words, and in the POS context templates)
@@ -456,12 +465,14 @@ class FeatureSet:
                               np.asarray(pred, dtype=np.int64), w, u, float(c), LONG,
                               self.bits, self._mask_arg(), self.spread)
         if self.lexical is not None:
-            from arboreal.learn.perceptron import update_coef
-
-            coef = update_coef(enc.n, np.asarray(gold), np.asarray(pred))
-            if coef is not None:
-                self.lexical.accumulate(enc.codes, enc.lexical, coef, w, 1.0)
-                self.lexical.accumulate(enc.codes, enc.lexical, coef, u, c)
+            gold, pred = np.asarray(gold, dtype=np.int64), np.asarray(pred, dtype=np.int64)
+            wrong = np.flatnonzero(gold[1:] != pred[1:]) + 1
+            if wrong.size:
+                hs = np.concatenate([gold[wrong], pred[wrong]])
+                ms = np.concatenate([wrong, wrong])
+                sign = np.repeat([1.0, -1.0], wrong.size)
+                self.lexical.add_arcs(enc.codes, enc.lexical, hs, ms, sign, w, 1.0)
+                self.lexical.add_arcs(enc.codes, enc.lexical, hs, ms, sign, u, c)
 
     def pack(self, encoded: list[EncodedSentence]) -> "PackedSentences":
         """A batch of encoded sentences in one array, for the ``*_batch`` methods."""
@@ -571,6 +582,13 @@ class FeatureSet:
         if self.lexical is None:
             raise ValueError("the Laplacian needs a lexicon (arboreal train --lexicon LEX)")
         return self.lexical.graph(encoded, heads)
+
+    @property
+    def reads_tags(self) -> bool:
+        """Whether the arc or lexical templates read a tag column (UPOS, XPOS, FEATS,
+        LEMMA); ``--features words`` without clusters does not."""
+        lexical = self.lexical.templates if self.lexical is not None else []
+        return templates_read_tags(list(self.templates) + list(lexical))
 
     # ------------------------------------------------------------------ persistence
     def config(self) -> dict:

@@ -345,10 +345,18 @@ class LexicalFeatures:
         c[:, 0] = 0.0
         np.fill_diagonal(c, 0.0)
         hs, ms = np.nonzero(c)
-        if hs.size == 0 or not self._parsed:
+        self.add_arcs(codes, lex, hs, ms, c[hs, ms], out, scale)
+
+    def add_arcs(self, codes: np.ndarray, lex: LexicalSentence, hs: np.ndarray,
+                 ms: np.ndarray, coef: np.ndarray, out: np.ndarray, scale: float = 1.0) -> None:
+        """``out[id_t(h, m)] += scale * coef_a * value_t(h, m)`` for the arcs
+        a = (hs[a], ms[a]) (A,), coef (A,). O(A T)."""
+        if np.size(hs) == 0 or not self._parsed:
             return
         ids, vals = self.items(codes, lex, hs, ms)
-        np.add.at(out, ids.ravel(), (scale * vals * c[hs, ms][None, :]).ravel().astype(out.dtype))
+        np.add.at(out, ids.ravel(),
+                  (scale * vals * np.asarray(coef, dtype=np.float64)[None, :]).ravel()
+                  .astype(out.dtype))
 
     # ------------------------------------------------------------------ persistence
     def config(self) -> dict:

@@ -19,7 +19,7 @@ import numpy as np
 from arboreal.errors import ArborealError, ModelError
 from arboreal.inference.higher_order.memory import MemoryBudgetWarning
 from arboreal.features.first_order import (ATTR_INDEX, ATTRS, CLUSTER_ATTRS, N_RESERVED,
-                                          TEMPLATE_SETS, FeatureSet)
+                                          TEMPLATE_SETS, FeatureSet, templates_read_tags)
 from arboreal.features.higher_order import CLUSTER_PART_TEMPLATES, DEFAULT_PART_TEMPLATES
 from arboreal.features.hashing import as_aligned
 from arboreal.learn import TrainingData, decode, get_learner
@@ -39,8 +39,6 @@ from arboreal.models.serialization import (MAX_WEIGHT_BITS, MetaFields, array_sh
 DECODERS = ("eisner", "cle", "auto")
 #: the vocabularies FeatureSet.encode looks up (every fitted feature set has all)
 VOCAB_NAMES = ("word", "p5", "suf3", "pos", "xpos", "lemma", "feats", "c4", "c6", "cl")
-#: the token attributes that come from tag columns (a tagger or the input provides them)
-TAG_ATTRS = ("pos", "xpos", "feats", "lemma")
 #: arc feature templates read the head, the modifier and the words between them
 ARC_ANCHORS = "hmb"
 
@@ -250,12 +248,10 @@ class Parser(PipelineMixin):
         parses untagged input without a tagger."""
         if self.label_features is not None:       # joint label features read UPOS
             return True
-        texts = list(self.features.templates) + list(self.labeler.templates)
-        if self.features.lexical is not None:
-            texts += self.features.lexical.templates
+        texts = list(self.labeler.templates)
         if self.higher_order is not None:
             texts += [t for ts in self.higher_order.parts.templates.values() for t in ts]
-        return any(slot.partition(".")[2] in TAG_ATTRS for t in texts for slot in t.split())
+        return self.features.reads_tags or templates_read_tags(texts)
 
     @property
     def fallbacks_total(self) -> int:

@@ -183,7 +183,7 @@ runs/lexicon/cs.lex.npz` (defaults).
 * **Lexical features** (`arboreal.features.lexical`, `--lexicon`): templates over pair
   slots in the arc template language: `pair` (the unordered word pair), `pmi` (PMI in
   bins of 0.5 nat), `dir`, `dist` (MSTParser's distance buckets) and the real-valued
-  `=pmi`, `=dist` (|h - m| / 10) and `=dist2` (its square): the paper's features (word
+  `=pmi`, `=dist` (min(|h - m|, 20) / 10) and `=dist2` (its square): the paper's features (word
   pair, PMI, distance, distance squared), plus binned PMI with direction and distance.
   Defaults: `pair`, `pair dir`, `pmi`, `pmi dir`, `pmi dir dist`, `=pmi`, `=pmi dir`,
   `=dist`, `=dist2`.

@@ -36,6 +36,36 @@ def test_help(command, capsys):
     assert f"arboreal {command}" in out
 
 
+def test_cluster_client_path_does_not_import_numba(tmp_path):
+    """``arboreal parse --scheduler`` leaves the parsing to Dask workers: the command's
+    own process checks the model file's metadata and streams shards without importing
+    numba (a cost paid per command otherwise), while the model stays fully checked."""
+    model = tmp_path / "m.model"
+    assert run_cli("train", str(TRAIN), "-o", str(model), "--epochs", "1", "--no-tagger",
+                   "--no-tokenizer", "--quiet").returncode == 0
+    code = (
+        "import sys\n"
+        "from arboreal.cli import build_parser\n"
+        "build_parser('parse')\n"
+        "from arboreal.models.facts import ModelFacts\n"
+        "import arboreal.distributed, arboreal.models.stream, arboreal.io.conllu\n"
+        f"facts = ModelFacts({str(model)!r})\n"
+        "blocks = list(arboreal.io.conllu.iter_blocks(sys.argv[1]))\n"
+        "assert facts.order == 1 and facts.tagger is None and blocks\n"
+        "print(sorted(m for m in ('numba', 'scipy', 'arboreal.models.parser') "
+        "if m in sys.modules))\n")
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO / "src") + os.pathsep + env.get("PYTHONPATH", "")
+    done = subprocess.run([sys.executable, "-c", code, str(TEST)], capture_output=True,
+                          text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+    bad = tmp_path / "bad.model"
+    bad.write_bytes(model.read_bytes()[:100])
+    done = run_cli("parse", str(bad), str(TEST), "--scheduler", "local", "--workers", "1")
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+
+
 def test_eval_table_and_json(capsys, tmp_path):
     assert main(["eval", str(TEST), str(TEST)]) == 0
     out = capsys.readouterr().out

@@ -23,7 +23,10 @@ SUBCOMMANDS = ("train", "parse", "tag", "eval", "show", "serve", "clusters", "le
                "stats", "validate", "projectivize")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``arboreal`` argument parser; with ``command`` one of :data:`SUBCOMMANDS`,
+    only that subcommand's module is imported (a command starts without importing the
+    others' dependencies, e.g. numba for ``parse --scheduler``)."""
     from arboreal import __version__
 
     parser = argparse.ArgumentParser(
@@ -32,7 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"arboreal {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in SUBCOMMANDS:
+    for name in (command,) if command in SUBCOMMANDS else SUBCOMMANDS:
         try:
             module = importlib.import_module(f"arboreal.cli.{name}_cmd")
         except ModuleNotFoundError as exc:  # a subcommand not written yet
@@ -48,7 +51,8 @@ def _on_sigterm(signum, frame) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv[0] if argv else None)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help(sys.stderr)

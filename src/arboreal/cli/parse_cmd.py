@@ -130,12 +130,13 @@ def run_stream(args, tag_only: bool) -> int:
 
     from arboreal._compile import notice_if_compiling
     from arboreal.models import load_model
+    from arboreal.models.facts import ModelFacts
     from arboreal.models.stream import StreamOptions, process_stream
 
     inputs = _stream_inputs(args)
     # on a cluster the workers load the model; here its metadata suffices for the checks
     model = load_model(args.model) if getattr(args, "scheduler", None) is None \
-        else _ModelFacts(args.model)
+        else ModelFacts(args.model)
     kbest, decode = getattr(args, "kbest", 1), getattr(args, "decode", "map")
     marginals = getattr(args, "marginals", False)
     if tag_only and getattr(model, "tagger", None) is None:
@@ -155,7 +156,7 @@ def run_stream(args, tag_only: bool) -> int:
         raise ArborealError(f"{args.model}: this model has no tokenizer (its treebank had no "
                             "'# text' lines, or it was trained with --no-tokenizer): give "
                             "--input tokenized or conllu")
-    notice_if_compiling(args.quiet)
+    notice_if_compiling(args.quiet or scheduler is not None)   # workers compile there
     bar = None
     if not args.quiet and sys.stderr.isatty():
         from tqdm import tqdm
@@ -209,24 +210,6 @@ def _stream_inputs(args) -> list[str]:
     if len(inputs) > 1 and output_dir is None:
         raise ArborealError("several INPUT files need --output-dir DIR (one output each)")
     return inputs
-
-
-class _ModelFacts:
-    """What ``run_stream`` checks about a model (tagger, tokenizer, order), read from its file's metadata only (no weights): with --scheduler the
-    workers load the model, and the command spends no time loading it here."""
-
-    def __init__(self, path: str):
-        from arboreal.models import model_class
-        from arboreal.models.higher_order import part_order
-        from arboreal.models.serialization import load_model_file
-
-        meta, _ = load_model_file(path)
-        model_class(path, meta)
-        self.tagger = True if "tagger" in meta else None
-        self.tokenizer = True if "tokenizer" in meta else None
-        higher = meta.get("higher_order")
-        parts = higher.get("parts") if isinstance(higher, dict) else None
-        self.order = part_order(parts) if isinstance(parts, list) else 1
 
 
 def _run_on_dask(args, inputs: list[str], options, bar):

@@ -57,6 +57,7 @@ from arboreal.inference.higher_order import (
 from arboreal.inference.higher_order.memory import (DEFAULT_BUDGET, MemoryBudgetWarning,
                                                     PartCounts, estimate_bytes, part_counts,
                                                     quadratic_bytes)
+from arboreal.models.facts import part_order
 
 PART_NAMES = {"sibling": "sib", "grandparent": "grand", "grand-sibling": "gsib",
               "tri-sibling": "trisib"}
@@ -93,11 +94,6 @@ def parse_parts(order: int, parts: str | Sequence[str] | None) -> tuple[str, ...
             raise ValueError(f"unknown part {p!r}; choose from {', '.join(PART_NAMES)}")
         out.append(kind)
     return tuple(k for k in KINDS if k in out)
-
-
-def part_order(kinds: Sequence[str]) -> int:
-    """The factorization order of these part kinds (1 without any)."""
-    return 1 if not kinds else 3 if {"gsib", "trisib"} & set(kinds) else 2
 
 
 def decode_parts(arc: np.ndarray, part_scores: dict, index: PartIndex, kinds: Sequence[str],

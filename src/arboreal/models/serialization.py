@@ -35,52 +35,9 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import numpy as np
-from numba import njit
 
 from arboreal._atomic import atomic_write
 from arboreal.errors import ModelError
-from arboreal.features.hashing import aligned_zeros
-
-
-@njit(cache=True, inline="always")
-def _scatter_byte_checked(b, base, values, j, out):
-    """The set bits of one bitmap byte, each index and value checked; -1 if one fails."""
-    for k in range(8):
-        if b & (0x80 >> k):
-            if j >= values.shape[0] or base + k >= out.shape[0]:
-                return -1
-            out[base + k] = values[j]
-            j += 1
-    return j
-
-
-@njit(cache=True)
-def _scatter_bitmap(bits, values, out):
-    """``out[i] = next value`` for every set bit i of the big-endian bitmap ``bits``
-    (``np.packbits`` order), other entries untouched; returns how many values were
-    used, or -1 if the bitmap has more set bits than values or bits past ``out``'s end.
-    One pass, O(size / 8 + nnz), faster than numpy's boolean-mask assignment. Bytes
-    away from both ends take a branch-free path (a select per bit instead of a branch
-    that mispredicts on half of them)."""
-    j = 0
-    nv = values.shape[0]
-    size = out.shape[0]
-    for i in range(bits.shape[0]):
-        b = bits[i]
-        if b == 0:
-            continue
-        base = i * 8
-        if base + 8 > size or j + 8 > nv:
-            j = _scatter_byte_checked(b, base, values, j, out)
-            if j < 0:
-                return -1
-            continue
-        for k in range(8):
-            bit = (b >> (7 - k)) & 1
-            v = values[j]
-            out[base + k] = v if bit else out[base + k]
-            j += bit
-    return j
 
 
 FORMAT = "arboreal-model"
@@ -461,6 +418,9 @@ def get_weights(arrays: Mapping, prefix: str, size: int) -> np.ndarray:
     (checked on the headers before anything is read from a :class:`ModelArrays`) or
     holds non-finite or implausibly large values.
     """
+    from arboreal.features.hashing import aligned_zeros
+    from arboreal.models._bitmap import scatter_bitmap
+
     if f"{prefix}_mask" in arrays:
         mask_shape = array_shape(arrays, f"{prefix}_mask")
         if mask_shape != ((size + 7) // 8,):
@@ -471,7 +431,7 @@ def get_weights(arrays: Mapping, prefix: str, size: int) -> np.ndarray:
         values = np.asarray(arrays[f"{prefix}_nz"], dtype=np.float32)
         _check_values(f"{prefix}_nz", values)
         out = aligned_zeros(size)
-        used = _scatter_bitmap(bits, values, out)
+        used = scatter_bitmap(bits, values, out)
         if used != values.size:
             raise ValueError(f"{prefix}_nz has {values.size} values for "
                              f"{int(np.unpackbits(bits, count=size).sum())} non-zero weights")

@@ -289,11 +289,10 @@ def _sequence_score(attrs, ctx, cond_col, cand, cand_n, w, bits, order, slots):
     """The score Viterbi maximises and training uses, from token_features directly: each
     token's features with the sequence's own previous classes as history (without the
     (prev1, prev2) feature at order 1), summed at the token's slot."""
-    from arboreal.features.tokens import (N_BASE_FEATURES, N_CONTEXT_FEATURES,
-                                          feature_offset, token_features)
+    from arboreal.features.tokens import feature_count, feature_offset, token_features
 
     mask = np.uint64((1 << bits) - 1)
-    feats = np.empty(N_BASE_FEATURES + N_CONTEXT_FEATURES * ctx.shape[1], dtype=np.uint64)
+    feats = np.empty(feature_count(attrs, ctx), dtype=np.uint64)
     total, p1, p2 = 0.0, -1, -1
     for i, j in enumerate(slots):
         u = _condition_of(ctx, i, cond_col, cand.shape[0])
@@ -306,10 +305,15 @@ def _sequence_score(attrs, ctx, cond_col, cand, cand_n, w, bits, order, slots):
     return total
 
 
-def _random_stage(rng, n, bits):
-    from arboreal.features.tokens import MAX_CANDIDATES, N_ATTRS
+def _random_stage(rng, n, bits, clusters=None):
+    """A random stage; its attribute rows have the cluster columns when ``clusters``
+    (None: at random)."""
+    from arboreal.features.tokens import MAX_CANDIDATES, N_ATTRS, N_CLUSTER_ATTRS
 
-    attrs = rng.integers(0, 4, size=(n, N_ATTRS)).astype(np.uint64)   # repeated values
+    if clusters is None:
+        clusters = bool(rng.integers(0, 2))
+    width = N_ATTRS + (N_CLUSTER_ATTRS if clusters else 0)
+    attrs = rng.integers(0, 4, size=(n, width)).astype(np.uint64)   # repeated values
     n_ctx = int(rng.integers(0, 2))
     n_cond = int(rng.integers(1, 4))
     width = int(rng.integers(1, 4))
@@ -328,8 +332,8 @@ def test_viterbi_is_the_exact_maximiser(order):
     maximum over every sequence of the candidate sets (brute force)."""
     import itertools
 
-    from arboreal.features.tokens import (N_BASE_FEATURES, N_CONTEXT_FEATURES,
-                                          viterbi_buffers, viterbi_sentence, viterbi_tag)
+    from arboreal.features.tokens import (feature_count, viterbi_buffers, viterbi_sentence,
+                                          viterbi_tag)
 
     rng = np.random.default_rng(order)
     bits = 10
@@ -349,23 +353,22 @@ def test_viterbi_is_the_exact_maximiser(order):
         found = _sequence_score(attrs, ctx, cond_col, cand, cand_n, w, bits, order, slots)
         assert found == pytest.approx(best, abs=1e-9)
         # the kernel's own score of its best sequence is that maximum too
-        buffers = viterbi_buffers(n, cand.shape[1],
-                                  N_BASE_FEATURES + N_CONTEXT_FEATURES * ctx.shape[1], order)
+        buffers = viterbi_buffers(n, cand.shape[1], feature_count(attrs, ctx), order)
         top = viterbi_sentence(attrs, 0, n, ctx, cond_col, cand, cand_n, w,
                                np.uint64((1 << bits) - 1), order, *buffers,
                                np.empty(n, dtype=np.int64))
         assert top == pytest.approx(best, abs=1e-9)
 
 
-def test_static_and_history_features_partition_token_features():
-    from arboreal.features.tokens import (N_BASE_FEATURES, N_HISTORY_FEATURES, history_feature,
+@pytest.mark.parametrize("clusters", [False, True])
+def test_static_and_history_features_partition_token_features(clusters):
+    from arboreal.features.tokens import (N_HISTORY_FEATURES, feature_count, history_feature,
                                           static_features, token_features)
 
     rng = np.random.default_rng(0)
-    attrs, ctx, *_ = _random_stage(rng, 5, 10)
+    attrs, ctx, *_ = _random_stage(rng, 5, 10, clusters)
     ctx = np.zeros((5, 1), dtype=np.int32)
-    full, static = np.empty(N_BASE_FEATURES + 5, np.uint64), np.empty(N_BASE_FEATURES + 5,
-                                                                        np.uint64)
+    full, static = (np.empty(feature_count(attrs, ctx), np.uint64) for _ in range(2))
     for i in range(5):
         nf = token_features(attrs, 0, 5, i, ctx, 3, 7, full)
         ns = static_features(attrs, 0, 5, i, ctx, static)
@@ -553,3 +556,56 @@ def test_gain_statistic():
     assert _gain_z(pred, ref, gold) == pytest.approx(8 / np.sqrt(8))
     assert _gain_z(ref, pred, gold) == pytest.approx(-8 / np.sqrt(8))
     assert _gain_z(ref, ref, gold) == 0.0
+
+
+def _random_words(rng, k: int) -> list[str]:
+    """k distinct lower-case strings without shared suffixes or shapes to learn from."""
+    letters = np.array(list("bcdfghjklmnpqrstvwxz"))
+    words: set[str] = set()
+    while len(words) < k:
+        words.add("".join(rng.choice(letters, 6)))
+    return sorted(words)
+
+
+def test_clusters_tag_words_unseen_in_training(tmp_path):
+    """Words absent from the training data but in the clustering are tagged by their
+    cluster: random nouns and verbs in random order, the test words all new. Without
+    clusters the tagger can only guess; with them it tags the new words right, and the
+    model file keeps the clusters (once, shared with the parser's)."""
+    from arboreal.features.clusters import Clusters
+    from arboreal.io.sentence import Sentence
+    from arboreal.models import load_model
+    from arboreal.models.parser import Parser
+
+    rng = np.random.default_rng(0)
+    nouns, verbs = _random_words(rng, 80), _random_words(rng, 80)
+    seen_n, new_n, seen_v, new_v = nouns[:40], nouns[40:], verbs[:40], verbs[40:]
+    clusters = Clusters(nouns + verbs, ["0110" + format(i % 4, "02b") for i in range(80)]
+                        + ["1001" + format(i % 4, "02b") for i in range(80)])
+
+    def sentences(nn, vv, count):
+        out = []
+        for _ in range(count):
+            words = [(str(rng.choice(nn)), "NOUN") if rng.random() < 0.5
+                     else (str(rng.choice(vv)), "VERB") for _ in range(5)]
+            s = Sentence.from_columns([w for w, _ in words], upos=[t for _, t in words],
+                                      heads=[0] + [1] * 4, deprels=["root"] + ["dep"] * 4)
+            out.append(s)
+        return out
+
+    train, test = sentences(seen_n, seen_v, 300), sentences(new_n, new_v, 60)
+    plain = Tagger.train(train, epochs=3)
+    with_clusters = Tagger.train(train, epochs=3, clusters=clusters)
+    assert accuracy(test, plain.tag(blank(test, ("upos",))), "upos") < 75.0
+    assert accuracy(test, with_clusters.tag(blank(test, ("upos",))), "upos") == 100.0
+
+    parser = Parser.train(train, epochs=1, clusters=clusters)
+    parser.tagger = with_clusters
+    path = tmp_path / "m.model"
+    parser.save(path)
+    loaded = load_model(path)
+    assert loaded.tagger.clusters.words == clusters.words
+    again = loaded.tagger.tag(blank(test, ("upos",)))
+    assert accuracy(test, again, "upos") == 100.0
+    with np.load(path) as f:
+        assert not any(k.startswith("tagger_clusters") for k in f.files)

@@ -62,7 +62,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--clusters", metavar="PATHS", default=None,
                    help="word clusters (a paths file of 'arboreal clusters' or Liang's "
                         "wcluster): cluster features for arcs, parts and labels (Koo et al. "
-                        "2008); the clusters are stored in the model")
+                        "2008) and for the tagger's stages; the clusters are stored in the "
+                        "model")
     p.add_argument("--lexicon", metavar="LEX", default=None,
                    help="word statistics of 'arboreal lexicon': lexical arc features (word "
                         "pair, its PMI, distance; Wang et al. 2006); stored in the model")
@@ -246,7 +247,7 @@ def _train(args, mixing) -> int:
                                tokenizer=not args.no_tokenizer,
                                folds=args.jackknife or JACKKNIFE_FOLDS,
                                tagger_epochs=args.tagger_epochs or DEFAULT_EPOCHS,
-                               seed=args.seed, log=say,
+                               seed=args.seed, log=say, clusters=clusters,
                                parser_reads_tags=FeatureSet(
                                    args.features, clusters=clusters, lexicon=lexicon).reads_tags)
     for w in caught:

@@ -53,6 +53,12 @@ FEATURES_VERSION = 1
 (A_FORM, A_LOWER, A_SUF1, A_SUF2, A_SUF3, A_SUF4, A_SUF5, A_PRE1, A_PRE2, A_PRE3, A_SHAPE,
  A_AMBIG) = range(12)
 N_ATTRS = 12
+#: with word clusters, three more columns: the 4- and 6-bit prefixes and the whole bit
+#: string of the word's cluster (Koo et al. 2008's granularities)
+A_C4, A_C6, A_CL = range(N_ATTRS, N_ATTRS + 3)
+N_CLUSTER_ATTRS = 3
+#: features per token from the cluster columns (present only with clusters)
+N_CLUSTER_FEATURES = 8
 #: features per token from the words and the stage's own history
 N_BASE_FEATURES = 35
 #: of those, the features reading the stage's previous prediction only (prev1) ...
@@ -107,13 +113,20 @@ class WordAttributes:
     """Attribute rows (N_ATTRS,) uint64 of word types, computed once per type.
 
     ``ambiguity`` maps a normalised form to its ambiguity-class string (from training
-    data); other words get :data:`UNKNOWN` in column ``A_AMBIG``. The cache is dropped
-    when it passes ``max_cache`` types, so memory stays bounded on any corpus.
+    data); other words get :data:`UNKNOWN` in column ``A_AMBIG``. With ``clusters``
+    (:class:`~arboreal.features.clusters.Clusters`) rows have :data:`N_CLUSTER_ATTRS`
+    more columns (``A_C4``, ``A_C6``, ``A_CL``; ``NOCL`` for words the clustering does
+    not know), and :func:`token_features` adds :data:`N_CLUSTER_FEATURES` features.
+    The cache is dropped when it passes ``max_cache`` types, so memory stays bounded on
+    any corpus.
     """
 
-    def __init__(self, ambiguity: dict[str, str] | None = None, max_cache: int = 1 << 20):
+    def __init__(self, ambiguity: dict[str, str] | None = None, max_cache: int = 1 << 20,
+                 clusters=None):
         self.ambiguity = dict(ambiguity or {})
         self.max_cache = max_cache
+        self.clusters = clusters
+        self.width = N_ATTRS + (N_CLUSTER_ATTRS if clusters is not None else 0)
         self._cache: dict[str, np.ndarray] = {}
 
     def _row(self, form: str) -> np.ndarray:
@@ -124,11 +137,16 @@ class WordAttributes:
         values.append(stable_hash("h" + word_shape(form)))
         amb = self.ambiguity.get(low)
         values.append(stable_hash("a" + amb) if amb is not None else int(UNKNOWN))
+        if self.clusters is not None:
+            bits = self.clusters.cluster(form)
+            values += [stable_hash("c4" + bits[:4]), stable_hash("c6" + bits[:6]),
+                       stable_hash("cl" + bits)]
         return np.array(values, dtype=np.uint64)
 
     def rows(self, forms) -> np.ndarray:
-        """(len(forms), N_ATTRS) uint64 attribute rows of a sequence of forms."""
-        out = np.empty((len(forms), N_ATTRS), dtype=np.uint64)
+        """(len(forms), width) uint64 attribute rows of a sequence of forms (width
+        N_ATTRS, plus N_CLUSTER_ATTRS with clusters)."""
+        out = np.empty((len(forms), self.width), dtype=np.uint64)
         cache = self._cache
         for i, form in enumerate(forms):
             row = cache.get(form)
@@ -175,12 +193,21 @@ def _is_history(t):
     return t == 24 or t == 25 or t == 26 or t == 29 or t == 31
 
 
+@njit(cache=True, inline="always")
+def feature_count(attrs, ctx):
+    """F, the number of features :func:`token_features` writes per token for attribute
+    rows ``attrs`` (with or without cluster columns) and context columns ``ctx``."""
+    clusters = N_CLUSTER_FEATURES if attrs.shape[1] > N_ATTRS else 0
+    return N_BASE_FEATURES + clusters + N_CONTEXT_FEATURES * ctx.shape[1]
+
+
 @njit(cache=True)
 def token_features(attrs, start, end, i, ctx, prev1, prev2, out):
     """Fill ``out[:F]`` with the feature hashes of token ``i`` of the sentence
     ``start..end-1`` (rows of ``attrs`` (N, N_ATTRS) uint64); ``ctx`` (N, C) int32 holds
     the context columns' class ids, ``prev1`` / ``prev2`` this stage's predictions at
-    i-1 / i-2 (-1 before the sentence). F = N_BASE_FEATURES + N_CONTEXT_FEATURES * C."""
+    i-1 / i-2 (-1 before the sentence). F: :func:`feature_count`; cluster features (rows
+    with cluster columns) come after the base features, then the context features."""
     w0 = attrs[i, A_LOWER]
     wm1 = _at(attrs, start, end, i - 1, A_LOWER)
     wp1 = _at(attrs, start, end, i + 1, A_LOWER)
@@ -221,6 +248,17 @@ def token_features(attrs, start, end, i, ctx, prev1, prev2, out):
     out[33] = _f(33, attrs[i, A_PRE3], attrs[i, A_SUF3])
     out[34] = _f(34, attrs[i, A_SUF3], _at(attrs, start, end, i + 1, A_AMBIG))
     k = N_BASE_FEATURES
+    if attrs.shape[1] > N_ATTRS:
+        c6 = attrs[i, A_C6]
+        out[k] = _f(40, attrs[i, A_C4])
+        out[k + 1] = _f(41, c6)
+        out[k + 2] = _f(42, attrs[i, A_CL])
+        out[k + 3] = _f(43, _at(attrs, start, end, i - 1, A_CL))
+        out[k + 4] = _f(44, _at(attrs, start, end, i + 1, A_CL))
+        out[k + 5] = _f(45, _at(attrs, start, end, i - 1, A_C6), c6)
+        out[k + 6] = _f(46, c6, _at(attrs, start, end, i + 1, A_C6))
+        out[k + 7] = _f(47, attrs[i, A_CL], attrs[i, A_SUF3])
+        k += N_CLUSTER_FEATURES
     for c in range(ctx.shape[1]):
         t = 100 + 10 * c
         v0 = np.uint64(ctx[i, c] + 2)
@@ -307,7 +345,7 @@ def greedy_tag(attrs, starts, ctx, cond_col, cand, cand_n, w, bits, out):
     ``cond_col``: the context column that conditions the candidates (-1: none).
     O(N * F * candidates)."""
     mask = np.uint64((1 << bits) - 1)
-    F = N_BASE_FEATURES + N_CONTEXT_FEATURES * ctx.shape[1]
+    F = feature_count(attrs, ctx)
     feats = np.empty(F, dtype=np.uint64)
     offsets = np.empty(F, dtype=np.int64)
     scores = np.empty(cand.shape[1], dtype=np.float64)
@@ -494,7 +532,7 @@ def viterbi_tag(attrs, starts, ctx, cond_col, cand, cand_n, w, bits, order, out)
     n_max = 0
     for s in range(starts.shape[0] - 1):
         n_max = max(n_max, starts[s + 1] - starts[s])
-    F = N_BASE_FEATURES + N_CONTEXT_FEATURES * ctx.shape[1]
+    F = feature_count(attrs, ctx)
     feats, offsets, hoffs, scores, best, trans, delta, prev, conds, bp = viterbi_buffers(
         n_max, cand.shape[1], F, order)
     slots = np.empty(max(n_max, 1), dtype=np.int64)

@@ -31,8 +31,8 @@ from typing import Callable
 import numpy as np
 from numba import njit
 
-from arboreal.features.tokens import (MAX_CANDIDATES, N_BASE_FEATURES, N_CONTEXT_FEATURES,
-                                      N_HISTORY1_FEATURES, _class, best_candidate, condition,
+from arboreal.features.tokens import (MAX_CANDIDATES, N_HISTORY1_FEATURES, _class,
+                                      best_candidate, condition, feature_count,
                                       feature_offset, history_feature, static_features,
                                       viterbi_buffers, viterbi_sentence)
 
@@ -40,7 +40,7 @@ from arboreal.features.tokens import (MAX_CANDIDATES, N_BASE_FEATURES, N_CONTEXT
 @njit(cache=True)
 def _epoch(attrs, starts, order, ctx, cond_col, cand, cand_n, gold, gold_slot, w, u, c, bits):
     mask = np.uint64((1 << bits) - 1)
-    F = N_BASE_FEATURES + N_CONTEXT_FEATURES * ctx.shape[1]
+    F = feature_count(attrs, ctx)
     feats = np.empty(F, dtype=np.uint64)
     offsets = np.empty(F, dtype=np.int64)
     scores = np.empty(cand.shape[1], dtype=np.float64)
@@ -117,7 +117,7 @@ def _epoch_structured(attrs, starts, order, ctx, cond_col, cand, cand_n, gold, g
     n_max = 0
     for s in range(starts.shape[0] - 1):
         n_max = max(n_max, starts[s + 1] - starts[s])
-    F = N_BASE_FEATURES + N_CONTEXT_FEATURES * ctx.shape[1]
+    F = feature_count(attrs, ctx)
     feats, offsets, hoffs, scores, best, trans, delta, prev, conds, bp = viterbi_buffers(
         n_max, cand.shape[1], F, vorder)
     slots = np.empty(max(n_max, 1), dtype=np.int64)

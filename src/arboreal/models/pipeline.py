@@ -103,14 +103,16 @@ def jackknife(sentences: Sequence, folds: int = JACKKNIFE_FOLDS,
 def train_pipeline(train: list, dev: list | None, train_parser: Callable[[list, list | None], object],
                    tagger: bool = True, tokenizer: bool = True, folds: int = JACKKNIFE_FOLDS,
                    tagger_epochs: int = DEFAULT_EPOCHS, seed: int = 0,
-                   log: Callable[[str], None] | None = None, parser_reads_tags: bool = True):
+                   log: Callable[[str], None] | None = None, parser_reads_tags: bool = True,
+                   clusters=None):
     """Train a tokenizer on the ``# text`` lines of ``train`` (when ``tokenizer``; skipped
     with a warning when the treebank has none), a tagger (best epoch per stage on
     ``dev``), then the parser by ``train_parser(train, dev)`` on jackknifed tags (dev
     tagged by the final tagger, as at parse time); the returned parser carries the
     tokenizer and the tagger. ``tagger=False``: the parser on the given tags.
     ``parser_reads_tags=False`` (a parser of forms only): no jackknifing, the tagger only
-    tags the output."""
+    tags the output. ``clusters``: word clusters for the tagger's features (every
+    jackknifing tagger's too)."""
     text_model = None
     if tokenizer:
         from arboreal.models.tokenizer import Tokenizer
@@ -120,20 +122,21 @@ def train_pipeline(train: list, dev: list | None, train_parser: Callable[[list, 
         except ArborealError as exc:
             warnings.warn(f"no tokenizer: {exc}", stacklevel=2)
     model = _tagger_and_parser(train, dev, train_parser, tagger, folds, tagger_epochs, seed, log,
-                               parser_reads_tags)
+                               parser_reads_tags, clusters)
     model.tokenizer = text_model
     return model
 
 
 def _tagger_and_parser(train, dev, train_parser, tagger, folds, tagger_epochs, seed, log,
-                       parser_reads_tags=True):
+                       parser_reads_tags=True, clusters=None):
     if not tagger:
         return train_parser(train, dev)
     if not any(v != "_" for s in train for v in s.upos[1:].tolist()):
         warnings.warn("the training data has no UPOS tags: no tagger is trained, and the "
                       "parser needs tagged input", stacklevel=2)
         return train_parser(train, dev)
-    final = Tagger.train(train, dev, epochs=tagger_epochs, seed=seed, log=log)
+    final = Tagger.train(train, dev, epochs=tagger_epochs, seed=seed, log=log,
+                         clusters=clusters)
     if not parser_reads_tags:
         tagged_train = train
     elif len(train) < MIN_SENTENCES_PER_FOLD * folds:
@@ -148,7 +151,8 @@ def _tagger_and_parser(train, dev, train_parser, tagger, folds, tagger_epochs, s
         decoding = {name: st.decoding for name, st in final.stages.items()}
         tagged_train = jackknife(train, folds,
                                  lambda part: Tagger.train(part, epochs=epochs, seed=seed,
-                                                           decoding=decoding), log)
+                                                           decoding=decoding,
+                                                           clusters=clusters), log)
     tagged_dev = final.tag(dev) if dev else None
     model = train_parser(tagged_train, tagged_dev)
     model.tagger = final

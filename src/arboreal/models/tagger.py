@@ -230,16 +230,19 @@ class Tagger:
     (normalised form -> the UPOS tags it had in training, joined by ``|``),
     ``lemma_lookup`` ((form, UPOS) -> lemma; (form, "UPOS|FEATS") -> lemma where the
     UPOS alone is ambiguous; (form, "") -> the one lemma of a form that had only one in
-    training), ``meta`` (training report).
+    training), ``clusters`` (a :class:`~arboreal.features.clusters.Clusters` whose
+    bit strings are features of every stage, or None), ``meta`` (training report).
     """
 
     def __init__(self, stages: dict[str, Stage], ambiguity: dict[str, str],
-                 lemma_lookup: dict[tuple[str, str], str], meta: dict | None = None):
+                 lemma_lookup: dict[tuple[str, str], str], meta: dict | None = None,
+                 clusters=None):
         self.stages = stages
         self.ambiguity = ambiguity
         self.lemma_lookup = lemma_lookup
         self.meta = dict(meta or {})
-        self.attributes = WordAttributes(ambiguity)
+        self.clusters = clusters
+        self.attributes = WordAttributes(ambiguity, clusters=clusters)
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -252,8 +255,12 @@ class Tagger:
               epochs: int | dict[str, int] = DEFAULT_EPOCHS,
               bits: int = DEFAULT_BITS, seed: int = 0,
               log: Callable[[str], None] | None = None,
-              decoding: str | dict[str, str] = "auto") -> "Tagger":
+              decoding: str | dict[str, str] = "auto", clusters=None) -> "Tagger":
         """Train every stage whose column is not ``_`` throughout ``sentences``.
+
+        ``clusters``: word clusters (:class:`~arboreal.features.clusters.Clusters`)
+        whose 4- and 6-bit prefixes and whole bit strings, of the word and its
+        neighbours, are features of every stage (stored with the tagger).
 
         ``epochs``: passes over the data, one number or one per stage name. With ``dev``
         each stage keeps its best epoch by dev accuracy (the earlier stages' *predictions*
@@ -288,7 +295,7 @@ class Tagger:
                 seen[normalize(f)][t] += 1
         ambiguity = {w: "|".join(sorted(c)) for w, c in seen.items()
                      if sum(c.values()) >= MIN_AMBIGUITY_COUNT}
-        attributes = WordAttributes(ambiguity)
+        attributes = WordAttributes(ambiguity, clusters=clusters)
         train = _Packed(sentences, attributes)
         held = _Packed(dev, attributes) if dev else None
         _jackknife_ambiguity(sentences, train, AMBIGUITY_FOLDS)
@@ -388,7 +395,7 @@ class Tagger:
                     "stages": {n: {"epochs": s.epochs, "dev_accuracy": s.dev_accuracy,
                                    "classes": len(s.classes), "decoding": s.decoding,
                                    "decodings_tried": tried[n]}
-                               for n, s in stages.items()}})
+                               for n, s in stages.items()}}, clusters=clusters)
 
     # ------------------------------------------------------------------ tagging
     def predict(self, sentences: list) -> dict[str, list[str]]:
@@ -454,6 +461,8 @@ class Tagger:
         put_strings(arrays, "tagger_lemma_values", [self.lemma_lookup[k] for k in keys])
         meta["tagger"] = {"features_version": FEATURES_VERSION, "stages": stages,
                           "training": self.meta}
+        if self.clusters is not None:
+            meta["tagger"]["clusters"] = _put_clusters(self.clusters, arrays)
 
     @classmethod
     def from_file_contents(cls, fields: MetaFields, arrays) -> "Tagger":
@@ -511,8 +520,29 @@ class Tagger:
             if not sep:
                 raise ValueError("tagger lemma key without a tab")
             lookup[(form, tag)] = v
+        clusters = None
+        prefix = cfg.choice("clusters", CLUSTER_PREFIXES, "")
+        if prefix:
+            from arboreal.features.clusters import Clusters
+
+            clusters = Clusters.from_arrays(arrays, prefix)
         return cls(stages, dict(zip(words, amb)), lookup,
-                   cfg.json("training", dict, {}))
+                   cfg.json("training", dict, {}), clusters=clusters)
+
+
+#: where a tagger's clusters are in a model file: none, the parser's own (``clusters_*``,
+#: when they are the same clustering) or the tagger's (``tagger_clusters_*``)
+CLUSTER_PREFIXES = ("", "clusters", "tagger_clusters")
+
+
+def _put_clusters(clusters, arrays: dict) -> str:
+    """Store ``clusters`` in a model file's arrays once: the prefix of the parser's
+    identical arrays when the parser wrote them already, else under the tagger's own."""
+    ours = clusters.to_arrays("clusters")
+    if all(k in arrays and np.array_equal(np.asarray(arrays[k]), v) for k, v in ours.items()):
+        return "clusters"
+    arrays.update(clusters.to_arrays("tagger_clusters"))
+    return "tagger_clusters"
 
 
 def _gain_z(pred: np.ndarray, ref: np.ndarray, gold: np.ndarray) -> float:

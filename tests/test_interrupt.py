@@ -39,7 +39,7 @@ def _interrupt_after(seconds: float) -> threading.Timer:
     return timer
 
 
-def test_ctrl_c_interrupts_a_long_marginals_call_at_once():
+def test_ctrl_c_interrupts_a_long_marginals_call_at_once(ctrl_c):
     scores = np.random.default_rng(0).standard_normal((1601, 1601))
     t = time.perf_counter()
     marginals(scores)                       # warm, and how long a call takes

@@ -69,7 +69,7 @@ def test_long_sentences_in_a_batch(monkeypatch):
         assert (got[b, n + 1:] == -1).all()
 
 
-def test_long_decode_is_interruptible():
+def test_long_decode_is_interruptible(ctrl_c):
     n = 3000
     s = np.random.default_rng(0).normal(size=(n + 1, n + 1))
     E.eisner(s[:E._LONG_MIN_N + 2, :E._LONG_MIN_N + 2])   # compiled before timing

@@ -107,6 +107,46 @@ def test_several_files_to_an_output_dir(cluster, files, small_shards, tmp_path):
             _one_process(files, path, tmp_path / "one", )
 
 
+def test_model_sent_only_to_workers_without_it(cluster, files, small_shards, monkeypatch,
+                                               tmp_path):
+    """A second command with the same model sends the workers nothing; when the client
+    is told every worker holds the model but they do not (a worker restarted since),
+    each shard that finds no model comes back and is redone with the model sent once."""
+    import hashlib
+
+    from distributed import Client
+
+    import arboreal.distributed as dist
+
+    expected = _one_process(files, files / "test.conllu", tmp_path / "one")
+    scatters: list[int] = []
+    real_scatter = Client.scatter
+
+    def counting_scatter(self, *args, **kwargs):
+        scatters.append(1)
+        return real_scatter(self, *args, **kwargs)
+
+    monkeypatch.setattr(Client, "scatter", counting_scatter)
+    argv = ["parse", str(files / "m.model"), str(files / "test.conllu"), "-o",
+            str(tmp_path / "dask"), "--scheduler", cluster.scheduler.address, "--quiet"]
+    assert main(argv) == 0 and (tmp_path / "dask").read_bytes() == expected
+    first = len(scatters)     # 0 when an earlier test left this model on the workers
+    assert main(argv) == 0 and (tmp_path / "dask").read_bytes() == expected
+    assert len(scatters) == first
+    scatters.clear()
+
+    def forget():
+        import arboreal.distributed as d
+
+        d._MODELS.clear()
+
+    cluster.run(forget)
+    digest = hashlib.sha256((files / "m.model").read_bytes()).hexdigest()
+    monkeypatch.setattr(dist, "cached_digest", lambda: digest)   # a stale answer
+    assert main(argv) == 0 and (tmp_path / "dask").read_bytes() == expected
+    assert scatters == [1]
+
+
 def test_killed_worker_loses_and_duplicates_nothing(cluster, files, monkeypatch, tmp_path):
     from arboreal.distributed import parse_files, stream_jobs
     from arboreal.models.stream import StreamOptions

@@ -30,7 +30,10 @@ broadcast=True)``), and each worker loads them once with
 :func:`arboreal.models.load_model` (from a file in its scratch directory, since model
 arrays are read lazily from the file) and keeps the model in a module-level cache
 keyed by the bytes' SHA-256 (one model at a time per worker process); later shards,
-and later commands with the same model on the same cluster, find it there.
+and later commands with the same model on the same cluster, find it there. A command
+first asks the workers which model they hold (:func:`cached_digest`) and sends nothing
+when they all hold this one; a shard that then lands on a worker without it (one
+restarted or joined since) comes back :data:`NO_MODEL` and is sent again with the model.
 
 **Failures**: a shard that raises is retried (:data:`RETRIES`); a worker that dies
 (killed, out of memory) has its shards rerun elsewhere by the scheduler (up to
@@ -165,14 +168,26 @@ def _scratch_directory() -> str:
         return tempfile.gettempdir()
 
 
-def worker_model(model_bytes: bytes, digest: str, name: str = "MODEL"):
+def cached_digest() -> str | None:
+    """The SHA-256 of the model file this worker process holds loaded, or None (run on
+    every worker by ``client.run``: the client sends the model only when one lacks it)."""
+    with _MODELS_LOCK:
+        return next(iter(_MODELS), None)
+
+
+def worker_model(model_bytes: bytes | None, digest: str, name: str = "MODEL"):
     """The model whose file holds ``model_bytes`` (SHA-256 ``digest``), loaded on the
     first call in this process and cached (one model: a new one replaces it); errors
-    name the model ``name`` (the user's path), not the worker's copy."""
+    name the model ``name`` (the user's path), not the worker's copy. With
+    ``model_bytes`` None (the client found the model cached on every worker): the
+    cached model, or None when this process does not hold it (e.g. a worker restarted
+    since)."""
     with _MODELS_LOCK:
         hit = _MODELS.get(digest)
         if hit is not None:
             return hit[0]
+        if model_bytes is None:
+            return None
         from arboreal.models import load_model
 
         for _, old in _MODELS.values():
@@ -195,15 +210,22 @@ def worker_model(model_bytes: bytes, digest: str, name: str = "MODEL"):
         return model
 
 
-def parse_shard(model_bytes: bytes, digest: str, model_name: str, data: bytes,
+#: a shard's answer when it was sent without the model and the worker has none
+NO_MODEL = (None, None, (0, 0))
+
+
+def parse_shard(model_bytes: bytes | None, digest: str, model_name: str, data: bytes,
                 first_line: int, first_id: int, options):
     """One shard on a worker: :func:`~arboreal.models.stream.process_block`'s
     ``(text, sentences, notes)``, or ``(None, message, (0, 0))`` for bad input (or a
-    bad model file, named ``model_name``)."""
+    bad model file, named ``model_name``), or :data:`NO_MODEL` when ``model_bytes`` is
+    None and this worker does not hold the model (the client sends it and retries)."""
     from arboreal.models.stream import process_block
 
     try:
         model = worker_model(model_bytes, digest, model_name)
+        if model is None:
+            return NO_MODEL
         with _PARSE_LOCK, warnings.catch_warnings():
             # the client sums these up in one line
             warnings.filterwarnings("ignore", message=r".*memory budget")
@@ -236,15 +258,46 @@ def shards(source, options, shard_bytes: int | None = None
         yield b"".join(parts), first_line, first_id
 
 
+class _ModelOnCluster:
+    """A model file for the workers: its SHA-256, and its bytes scattered to every
+    worker (once) unless every worker holds that model already (:func:`cached_digest`),
+    as after an earlier command on the same cluster."""
+
+    def __init__(self, client, path: str):
+        with open(path, "rb") as f:
+            self.data = f.read()
+        self.digest = hashlib.sha256(self.data).hexdigest()
+        self.client = client
+        self.future = None
+        with dask_errors("asking the workers for their model"):
+            held = client.run(cached_digest)
+        if not held or any(d != self.digest for d in held.values()):
+            self.send()
+
+    def send(self) -> None:
+        """Scatter the bytes to every worker, if not done yet."""
+        if self.future is None:
+            with dask_errors("sending the model to the workers"):
+                self.future = self.client.scatter(self.data, broadcast=True, hash=False)
+
+    def release(self) -> None:
+        if self.future is not None:
+            self.future.release()
+
+
 class _Window:
     """Shards of every input submitted ahead (at most ``window``), results taken in
-    input order; an error reading input k is raised where input k's shards are."""
+    input order; an error reading input k is raised where input k's shards are. A
+    shard answered :data:`NO_MODEL` is submitted again with the model sent."""
 
-    def __init__(self, client, submit: Callable, jobs: list, window: int, shard_bytes):
+    def __init__(self, client, submit: Callable, jobs: list, window: int, shard_bytes,
+                 model: _ModelOnCluster):
         self.client = client
         self.submit = submit
         self.window = window
-        self.pending: deque = deque()   # (input index, first line, future | exception)
+        self.model = model
+        # (input index, first line, future | exception, shard, options)
+        self.pending: deque = deque()
         self.current = 0
         self.tasks = self._all_shards(jobs, shard_bytes)
         self.exhausted = False
@@ -262,10 +315,10 @@ class _Window:
             except StopIteration:
                 self.exhausted = True
             except Exception as exc:   # reading an input failed: raised in its turn
-                self.pending.append((self.current, 0, exc))
+                self.pending.append((self.current, 0, exc, None, None))
                 self.exhausted = True
             else:
-                self.pending.append((k, shard[1], self.submit(shard, options)))
+                self.pending.append((k, shard[1], self.submit(shard, options), shard, options))
 
     def results(self, k: int, name: str) -> Iterator[tuple]:
         """Input k's ``(text, sentences, notes)`` per shard, in order."""
@@ -275,24 +328,30 @@ class _Window:
             self.fill()
             if not self.pending or self.pending[0][0] != k:
                 return
-            _, line, item = self.pending.popleft()
+            _, line, item, shard, options = self.pending.popleft()
             if isinstance(item, Exception):
                 raise item
-            try:
-                with dask_errors(f"{name}: the shard from line {line}"):
-                    try:
-                        result = item.result()
-                    except KilledWorker:
-                        raise ArborealError(
-                            f"{name}: the Dask workers parsing the shard from line {line} "
-                            "died, too many times to retry it (out of memory?)") from None
-            finally:
-                item.release()
+            while True:
+                try:
+                    with dask_errors(f"{name}: the shard from line {line}"):
+                        try:
+                            result = item.result()
+                        except KilledWorker:
+                            raise ArborealError(
+                                f"{name}: the Dask workers parsing the shard from line "
+                                f"{line} died, too many times to retry it (out of memory?)"
+                            ) from None
+                finally:
+                    item.release()
+                if result[0] is not None or result[1] is not None:
+                    break
+                self.model.send()      # NO_MODEL: a worker without the model took it
+                item = self.submit(shard, options)
             self.fill()          # keep the workers busy while this text is written
             yield result
 
     def cancel(self) -> None:
-        futures = [item for _, _, item in self.pending if not isinstance(item, Exception)]
+        futures = [entry[2] for entry in self.pending if not isinstance(entry[2], Exception)]
         self.pending.clear()
         if futures:
             try:
@@ -315,21 +374,16 @@ def parse_files(client, model_path: str, jobs: list, progress: Callable[[int], N
     from arboreal.io.json import array_framing
     from arboreal.models.stream import _EMPTY, StreamReport, _ordered
 
-    with open(model_path, "rb") as f:
-        model_bytes = f.read()
-    digest = hashlib.sha256(model_bytes).hexdigest()
     check_client(client)
-    with dask_errors("sending the model to the workers"):
-        model_future = client.scatter(model_bytes, broadcast=True, hash=False)
-    del model_bytes
+    model = _ModelOnCluster(client, model_path)
 
     def submit(shard, options):
         data, first_line, first_id = shard
-        return client.submit(parse_shard, model_future, digest, model_path, data, first_line,
-                             first_id, options, pure=False, retries=RETRIES)
+        return client.submit(parse_shard, model.future, model.digest, model_path, data,
+                             first_line, first_id, options, pure=False, retries=RETRIES)
 
     window = _Window(client, submit, jobs, max(2, WINDOW_PER_THREAD * threads(client)),
-                     shard_bytes)
+                     shard_bytes, model)
     reports = []
     try:
         for k, (_, output, options) in enumerate(jobs):
@@ -346,7 +400,7 @@ def parse_files(client, model_path: str, jobs: list, progress: Callable[[int], N
             reports.append(report)
     finally:
         window.cancel()
-        model_future.release()
+        model.release()
     return reports
 
 

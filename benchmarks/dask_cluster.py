@@ -317,7 +317,8 @@ def projection(parse: dict) -> str:
             f"s); on the running cluster the workers take {workers:.2f} s together for the "
             f"same parsing and the client "
             f"{client:.2f} s, {fixed:.2f} s of it fixed (imports, the model's metadata, "
-            f"connecting, sending the model) before the first shard. With a core per "
+            f"connecting, asking the workers which model they hold) before the first "
+            f"shard. With a core per "
             f"worker, as on an idle 2-core machine, that projects to {fixed:.2f} + "
             f"({workers:.2f} + {max(client - fixed, 0.0):.2f}) / 2 = {wall:.2f} s, "
             f"**{one / wall:.2f}x** one process: a projection from CPU times, not a "
@@ -325,6 +326,14 @@ def projection(parse: dict) -> str:
 
 
 # --------------------------------------------------------------------------- report
+def _median_warm_ratio(parse: dict) -> float:
+    """Median over the rounds after the first of one-process wall / running-cluster wall."""
+    one = {r["round"]: r["wall"] for r in parse["runs"] if r["kind"] == "one process"}
+    ratios = [one[r["round"]] / r["wall"] for r in parse["runs"]
+              if r["kind"] == "running cluster" and not r["cold"]]
+    return float(np.median(ratios)) if ratios else float("nan")
+
+
 def report(work: Path, command: str) -> str:
     parse, mixing = load(work, "parse"), load(work, "mixing")
     parts = []
@@ -337,8 +346,9 @@ def report(work: Path, command: str) -> str:
             "(first-order, default features, perceptron, 10 epochs; gold UPOS in the input). "
             "Whole commands, round-robin rounds; `running cluster`: a LocalCluster of 2 "
             "worker processes (1 thread each) started by the script before the runs "
-            "(`--scheduler tcp://...`), its first run cold (the workers load the model, "
-            "later runs find it cached); `local cluster`: `--scheduler local --workers 2`, "
+            "(`--scheduler tcp://...`), its first run cold (the command sends the model "
+            "and the workers load it; later runs find it loaded on every worker and send "
+            "nothing); `local cluster`: `--scheduler local --workers 2`, "
             "the command starting and stopping its cluster. Ratio: one-process wall time "
             "over the run's, in the same round. `load`: 1-minute load average during the "
             "command (the machine has 2 cores and other jobs; above 2, the workers "
@@ -361,7 +371,8 @@ def report(work: Path, command: str) -> str:
             "\nFastest runs: " + ", ".join(f"{k} {w / v:,.0f} words/s ({v:.2f} s)"
                                            for k, v in best.items())
             + f"; fastest ratio running cluster (warm) / one process: "
-            f"{best['one process'] / best.get('running cluster', float('nan')):.2f}x. "
+            f"{best['one process'] / best.get('running cluster', float('nan')):.2f}x; "
+            f"median of the warm rounds' ratios: {_median_warm_ratio(parse):.2f}x. "
             f"One-sentence commands (fixed cost, fastest of 3): one process "
             f"{fixed['one process']:.2f} s, running cluster {fixed['running cluster']:.2f} s. "
             f"Scheduler: {parse['task_overhead']['per_task_ms']:.2f} ms per no-op task "
@@ -430,7 +441,8 @@ def main() -> None:
         part_parse(args.work_dir, args.rounds)
     if "mixing" in args.parts:
         part_mixing(args.work_dir, args.shards, args.mixing, args.epochs)
-    cmd = "nice -n 5 python benchmarks/dask_cluster.py " + " ".join(
+    niceness = os.nice(0)
+    cmd = (f"nice -n {niceness} " if niceness else "") + "python benchmarks/dask_cluster.py " + " ".join(
         a if a != str(args.work_dir) else "DIR" for a in sys.argv[1:])
     commands = load(args.work_dir, "commands") or {}
     for part in args.parts:

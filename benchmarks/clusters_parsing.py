@@ -9,7 +9,10 @@ Tags (``--tags``):
   epoch per stage on dev); gold tokens;
 * ``gold``: the treebank's own tags;
 * ``nopos``: no tags at all (UPOS and XPOS one constant, FEATS and LEMMA ``_``): the
-  "clusters instead of POS" setting of the talk.
+  "clusters instead of POS" setting of the talk;
+* ``pipeline``: what ``arboreal train --clusters`` does against ``arboreal train``: the
+  baseline parser on the ``pred`` tags, the clusters parser on tags predicted the same
+  way by taggers that have the clusters as features too (``predcl.*`` files).
 
 For each tag setting, training size (the first N training sentences, ``--sizes``;
 ``all`` = 12,544), order (``--orders``; learner = ``arboreal train``'s default for the
@@ -78,6 +81,38 @@ def prepare(runs: Path) -> None:
     (runs / "prepare.json").write_text(json.dumps({"tagger_s": time.perf_counter() - t}))
 
 
+def prepare_cluster_tags(runs: Path) -> None:
+    """predcl.{train,dev,test}.conllu: the ``pred`` recipe with taggers that read the
+    clusters (as ``arboreal train --clusters`` trains its tagger)."""
+    from arboreal.features.clusters import read_paths
+    from arboreal.io.conllu import read_conllu, write_conllu
+    from arboreal.models.pipeline import jackknife
+    from arboreal.models.tagger import Tagger
+
+    clusters = read_paths(PATH_USED[0])
+    data = {k: read_conllu(split(k)) for k in ("train", "dev", "test")}
+    t = time.perf_counter()
+    final = Tagger.train(data["train"], data["dev"], clusters=clusters)
+    write_conllu(final.tag(data["dev"]), runs / "predcl.dev.conllu")
+    write_conllu(final.tag(data["test"]), runs / "predcl.test.conllu")
+    epochs = {name: max(st.epochs, 1) for name, st in final.stages.items()}
+    decoding = {name: st.decoding for name, st in final.stages.items()}
+    write_conllu(jackknife(data["train"], 5, lambda part: Tagger.train(
+        part, epochs=epochs, decoding=decoding, clusters=clusters)),
+        runs / "predcl.train.conllu")
+    gold, pred = read_conllu(split("test")), read_conllu(runs / "pred.test.conllu")
+    predcl = read_conllu(runs / "predcl.test.conllu")
+
+    def upos(sents):
+        return np.concatenate([s.upos[1:] for s in sents])
+
+    g = upos(gold)
+    (runs / "prepare_cl.json").write_text(json.dumps({
+        "tagger_s": time.perf_counter() - t,
+        "test_upos_pred": 100 * float((upos(pred) == g).mean()),
+        "test_upos_predcl": 100 * float((upos(predcl) == g).mean())}))
+
+
 def _untagged(s):
     import copy
 
@@ -97,11 +132,12 @@ def train_one(runs: Path, tags: str, size: str, order: int, seed: int, clusters)
     out = runs / f"{name}.json"
     if out.exists():
         return json.loads(out.read_text())
-    train = read_conllu(runs / f"{tags}.train.conllu")
+    files = tags if tags != "pipeline" else "predcl" if clusters else "pred"
+    train = read_conllu(runs / f"{files}.train.conllu")
     if size != "all":
         train = train[:int(size)]
-    dev = read_conllu(runs / f"{tags}.dev.conllu")
-    test = read_conllu(runs / f"{tags}.test.conllu")
+    dev = read_conllu(runs / f"{files}.dev.conllu")
+    test = read_conllu(runs / f"{files}.test.conllu")
     t, c = time.perf_counter(), time.process_time()
     model = Parser.train(train, dev, order=order, learner="perceptron" if order == 1 else "mira",
                          seed=seed, clusters=clusters)
@@ -154,6 +190,14 @@ def report(runs: Path, tags_list, sizes, orders, seeds) -> str:
     extra = (f" Predicted tags: one tagger on all of train for dev and test, 5-fold "
              f"jackknifing for train ({json.loads(prep.read_text())['tagger_s']:.0f} s)."
              if prep.exists() else "")
+    prep_cl = runs / "prepare_cl.json"
+    if prep_cl.exists():
+        cl = json.loads(prep_cl.read_text())
+        extra += (f" pipeline = `arboreal train` against `arboreal train --clusters`: the "
+                  f"baseline on the pred tags, the clusters parser on tags of taggers that "
+                  f"read the clusters too (same recipe, {cl['tagger_s']:.0f} s); test UPOS "
+                  f"{cl['test_upos_pred']:.2f} without clusters, {cl['test_upos_predcl']:.2f} "
+                  "with.")
     return "\n".join(lines) + (
         f"\n\n{TREEBANK[0]} test UAS (every word, punctuation included), mean over the seeds; the sign "
         "test pools the seeds' words. Tags: pred = the pipeline's predicted UPOS, XPOS, FEATS "
@@ -198,7 +242,7 @@ page records our rerun with `benchmarks/clusters_parsing.py` (parsing) and
 | Czech data | Prague Dependency Treebank | UD Czech-CLTT (legal text, 467 training sentences) |
 | unlabeled text | a large corpus (not described in the talk) | 10M English tokens of documentation, dictionaries and books; 1.7M Czech tokens of help texts and manuals |
 | clusters | Brown clusters | 1,000, `arboreal clusters` |
-| tags | predicted POS | predicted (the pipeline's jackknifed tagger), gold, and none |
+| tags | predicted POS | predicted (the pipeline's jackknifed tagger, with and without clusters), gold, and none |
 | parser | first and second order, averaged perceptron | first order, averaged perceptron (the default of `arboreal train`) |
 
 ## Results
@@ -217,9 +261,9 @@ def write_page(note: str) -> None:
             continue
         TREEBANK[0], PATH_USED[0] = treebank, str(paths)
         seeds = sorted({json.loads(f.read_text())["seed"] for f in runs.glob("*.json")
-                        if f.name != "prepare.json"})
+                        if not f.name.startswith("prepare")})
         parts.append(f"### {treebank.removeprefix('UD_')}\n\n"
-                     + report(runs, ["pred", "gold", "nopos"],
+                     + report(runs, ["pred", "pipeline", "gold", "nopos"],
                               ["1000", "2000", "4000", "8000", "all"], [1, 2], seeds) + "\n\n")
     if note:
         parts.append(note.rstrip() + "\n")
@@ -232,7 +276,7 @@ def write_page(note: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tags", nargs="+", default=["pred", "gold"],
-                    choices=["pred", "gold", "nopos"])
+                    choices=["pred", "gold", "nopos", "pipeline"])
     ap.add_argument("--sizes", nargs="+", default=["1000", "2000", "4000", "8000", "all"])
     ap.add_argument("--orders", nargs="+", type=int, default=[1])
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
@@ -253,6 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     phases = args.phases.split(",")
     if "prepare" in phases and not (runs / "pred.train.conllu").exists():
         prepare(runs)
+    if "prepare" in phases and "pipeline" in args.tags \
+            and not (runs / "predcl.train.conllu").exists():
+        prepare_cluster_tags(runs)
     if "train" in phases:
         from arboreal.features.clusters import read_paths
 

@@ -169,26 +169,6 @@ def _train_higher_order(fs: FeatureSet, enc: list, heads: list, arc_heads: list,
     return ho, fit_enc, [arc_heads[i] for i in fit], decode, pruning
 
 
-#: how many times a learner's C grid may be extended past its ends
-MAX_GRID_EXTENSIONS = 2
-
-
-def _grid_step_beyond(c_grid: tuple, by_C: dict) -> list:
-    """The next C to try when the best of ``by_C`` (C -> held-out UAS) lies at an end of
-    the values tried: one grid step (the ratio of ``c_grid``'s first two values) past
-    that end, at most :data:`MAX_GRID_EXTENSIONS` times; else nothing. A geometric
-    grid's optimum on the edge says the best C may lie beyond it."""
-    if len(c_grid) < 2 or len(by_C) >= len(c_grid) + MAX_GRID_EXTENSIONS:
-        return []
-    step = c_grid[1] / c_grid[0]
-    best = max(by_C, key=by_C.get)
-    if best == min(by_C):
-        return [best / step]
-    if best == max(by_C):
-        return [best * step]
-    return []
-
-
 def _held_out_split(n: int, seed: int) -> tuple[list[int], list[int]]:
     """(held-out, rest): a seeded random tenth of n training sentences (at least one,
     all but one at most) and the others, each in their original order."""
@@ -534,19 +514,15 @@ class Parser(PipelineMixin):
                         projective=data.projective, single_root=single_root,
                         progress=progress, extra=_subset_extra(extra, rest, len(enc)))
                 by_C = {}
-                grid = list(c_grid)
-                while grid:
-                    C = grid.pop(0)
+                for C in c_grid:
                     trying["C"] = C
                     get_learner(learner, **learner_options, C=C).fit(
                         select_data, epochs, on_epoch=on_epoch, seed=seed)
                     by_C[C] = max((h["dev_uas"] for h in history if h.get("C") == C),
-                                  default=-1.0)
-                    if not grid:
-                        grid = _grid_step_beyond(c_grid, by_C)
+                                  default=None)
                 trying.clear()
                 learner_options = {**learner_options, "C": best["C"]}
-                selection = {"C_grid": list(by_C), "C": best["C"], "epochs": best["epoch"],
+                selection = {"C_grid": list(c_grid), "C": best["C"], "epochs": best["epoch"],
                              "on": select_on, "dev_uas_by_C": by_C}
                 if select_data is not data:
                     chosen_decoder = best.get("decoder")

@@ -243,7 +243,7 @@ page records our rerun with `benchmarks/clusters_parsing.py` (parsing) and
 | unlabeled text | a large corpus (not described in the talk) | 10M English tokens of documentation, dictionaries and books; 1.7M Czech tokens of help texts and manuals |
 | clusters | Brown clusters | 1,000, `arboreal clusters` |
 | tags | predicted POS | predicted (the pipeline's jackknifed tagger, with and without clusters), gold, and none |
-| parser | first and second order, averaged perceptron | first order, averaged perceptron (the default of `arboreal train`) |
+| parser | first and second order, averaged perceptron | first order, averaged perceptron (the default of `arboreal train`); second order, MIRA (its default there) in the `pipeline` setting |
 
 ## Results
 """

@@ -343,9 +343,9 @@ class _Window:
                             ) from None
                 finally:
                     item.release()
-                if result[0] is not None or result[1] is not None:
+                if tuple(result) != NO_MODEL:
                     break
-                self.model.send()      # NO_MODEL: a worker without the model took it
+                self.model.send()      # a worker without the model took it
                 item = self.submit(shard, options)
             self.fill()          # keep the workers busy while this text is written
             yield result

@@ -139,7 +139,7 @@ def report(runs: Path, configs: list[str], before: Path | None = None) -> str:
             if (runs / f"{c}.json").exists()]
     lines = ["| order | learner | dev UAS | test UAS | test LAS | best epoch | train wall | "
              "train CPU | parse words/s (whole command, wall) | parse CPU s | pruning: "
-             "temperature, dev gold heads kept, candidate heads per word |",
+             "temperature, K, dev gold heads kept, candidate heads per word |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         if "pruning" not in r and (runs / f"{r['config']}.npz").exists():
@@ -148,7 +148,8 @@ def report(runs: Path, configs: list[str], before: Path | None = None) -> str:
             meta, _ = load_model_file(runs / f"{r['config']}.npz")
             r["pruning"] = (meta.get("training") or {}).get("higher_order")
         choice = (r.get("pruning") or {}).get("temperature_choice")
-        prune = (f"{choice['temperature']:g}, {100 * choice['gold_heads_kept']:.2f}%, "
+        prune = (f"{choice['temperature']:g}, {choice.get('max_heads', 10)}, "
+                 f"{100 * choice['gold_heads_kept']:.2f}%, "
                  f"{choice['kept_heads_per_word']:.2f}" if choice else "-")
         lines.append(f"| {r['order']} | {r['learner']} | {r['dev_uas']:.2f} | "
                      f"{r['test_uas']:.2f} | {r['test_las']:.2f} | {r['best_epoch']} | "

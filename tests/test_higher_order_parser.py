@@ -450,31 +450,45 @@ def test_arc_factored_learners_refuse_higher_order_parts(sample, learner):
         get_learner(learner).fit(data, 1)
 
 
-def test_pruning_temperature_is_chosen_to_keep_the_target_share_of_dev_heads(sample):
-    """Without a fixed temperature the pruner's is the smallest that keeps the target
-    share of the dev gold heads (the most-keeping one if none does); what training
-    reports is what the model's pruning keeps on dev."""
-    from arboreal.models.higher_order import TEMPERATURES
+def test_pruning_is_chosen_to_keep_the_target_share_of_dev_heads(sample):
+    """Without a fixed temperature and K the pruner's are the pair that keeps the target
+    share of the dev gold heads with the fewest candidate heads (the most-keeping pair if
+    none reaches it); what training reports is what the model's pruning keeps on dev."""
+    from arboreal.models.higher_order import HEAD_LIMITS, TEMPERATURES
 
     train, test = sample
     dev = test[:60]
     chosen = {}
-    for target in (0.5, 1.0):
+    for target in (0.5, 0.99, 1.0):
         model = Parser.train(train[:150], dev=dev, order=2, epochs=1, pruner_epochs=2,
                              prune_recall=target, **SMALL)
         choice = model.meta["training"]["higher_order"]["temperature_choice"]
+        ho = model.higher_order
         assert choice["on"] == "dev" and choice["target"] == target
-        assert model.higher_order.prune_temperature == choice["temperature"]
+        assert (ho.prune_temperature, ho.max_heads) == (choice["temperature"],
+                                                        choice["max_heads"])
         kept, per_word = model.pruning_recall(dev)
         assert kept == pytest.approx(choice["gold_heads_kept"])
         assert per_word == pytest.approx(choice["kept_heads_per_word"])
+        # every other pair keeps fewer gold heads than the target, or more candidates
+        for T in TEMPERATURES:
+            for K in HEAD_LIMITS:
+                ho.prune_temperature, ho.max_heads = T, K
+                k, pw = model.pruning_recall(dev)
+                assert k < min(target, choice["gold_heads_kept"]) or pw >= per_word - 1e-12
         chosen[target] = choice
-    assert chosen[0.5]["temperature"] == TEMPERATURES[0]
+    assert (chosen[0.5]["temperature"], chosen[0.5]["max_heads"]) == (TEMPERATURES[0],
+                                                                      HEAD_LIMITS[0])
     assert chosen[1.0]["gold_heads_kept"] >= chosen[0.5]["gold_heads_kept"]
-    assert chosen[1.0]["temperature"] > chosen[0.5]["temperature"]
+    assert chosen[1.0]["kept_heads_per_word"] > chosen[0.5]["kept_heads_per_word"]
+    # a fixed temperature: only K is chosen; both fixed: nothing is
+    fixed_t = Parser.train(train[:50], order=2, epochs=1, pruner_epochs=1,
+                           prune_temperature=42.0, **SMALL)
+    assert fixed_t.higher_order.prune_temperature == 42.0
+    assert fixed_t.meta["training"]["higher_order"]["temperature_choice"]["temperature"] == 42.0
     fixed = Parser.train(train[:50], order=2, epochs=1, pruner_epochs=1,
-                         prune_temperature=42.0, **SMALL)
-    assert fixed.higher_order.prune_temperature == 42.0
+                         prune_temperature=42.0, max_heads=3, **SMALL)
+    assert (fixed.higher_order.prune_temperature, fixed.higher_order.max_heads) == (42.0, 3)
     assert fixed.meta["training"]["higher_order"]["temperature_choice"] is None
 
 

@@ -225,7 +225,8 @@ def _train(args, mixing) -> int:
                                  **options)
         choice = model.meta["training"].get("higher_order", {}).get("temperature_choice")
         if choice and not args.quiet:
-            print(f"pruning: temperature {choice['temperature']:g} keeps "
+            print(f"pruning: temperature {choice['temperature']:g}, at most "
+                  f"{choice['max_heads']} heads per word, keeps "
                   f"{100 * choice['gold_heads_kept']:.2f}% of the {choice['on']} gold heads "
                   f"(target {100 * choice['target']:.2f}%), "
                   f"{choice['kept_heads_per_word']:.2f} candidate heads per word",

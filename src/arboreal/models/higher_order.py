@@ -65,12 +65,17 @@ DEFAULT_PARTS = {1: (), 2: ("sib", "grand"), 3: ("sib", "grand", "gsib", "trisib
 GRAND_SCOPES = ("outer", "all")
 #: options of the higher-order parts (``arboreal train --learner-option KEY=VALUE``),
 #: with their defaults; ``pruner_epochs`` None = the parser's epochs
-OPTIONS = {"pruner_epochs": None, "max_heads": 10, "threshold": 1e-4,
+OPTIONS = {"pruner_epochs": None, "max_heads": None, "threshold": 1e-4,
            "prune_temperature": None, "prune_recall": 0.995, "grand_scope": "all",
            "memory_budget": DEFAULT_BUDGET}
-#: the pruner temperatures tried when none is given (the smallest reaching the target
-#: share of gold heads is kept)
+#: the pruner temperatures tried when none is given
 TEMPERATURES = (5.0, 10.0, 20.0, 30.0, 50.0, 80.0, 120.0, 200.0, 400.0, 1000.0)
+#: the candidate heads per word (K) tried when no ``max_heads`` is given: of every
+#: (temperature, K) pair that keeps the target share of gold heads, the one keeping the
+#: fewest heads is used. A pruner trained on small or freely ordered treebanks ranks the
+#: gold head below the tenth candidate for a few percent of the words, which no
+#: temperature repairs at K = 10.
+HEAD_LIMITS = (10, 20, 40)
 #: sentences the temperature is chosen on, at most
 TEMPERATURE_SENTENCES = 3000
 PRUNE_BATCH = 64   # sentences of similar length per batched marginals / Eisner call
@@ -247,35 +252,44 @@ class HigherOrder:
                     encs[i], self.prune_weights)
             yield chunk, ns, batch, eisner(batch, single_root=self.single_root, lengths=ns)
 
-    def fit_temperature(self, encs: list, golds: list, target: float) -> dict:
-        """Choose ``prune_temperature``: the smallest of :data:`TEMPERATURES` whose
-        pruning keeps at least ``target`` of the gold heads of these sentences (the
-        one keeping most if none does; ``max_heads`` bounds what any can keep).
-        Returns {temperature, gold_heads_kept, kept_heads_per_word} of the choice.
-        O(len(TEMPERATURES)) batched marginals over the sentences."""
+    def fit_pruning(self, encs: list, golds: list, target: float,
+                    temperatures: Sequence[float] = TEMPERATURES,
+                    head_limits: Sequence[int] = HEAD_LIMITS) -> dict:
+        """Choose ``prune_temperature`` and ``max_heads`` among ``temperatures`` x
+        ``head_limits``: of the pairs whose pruning keeps at least ``target`` of the gold
+        heads of these sentences, the one keeping the fewest candidate heads (the pair
+        keeping the most gold heads if none reaches the target). Returns
+        {temperature, max_heads, gold_heads_kept, kept_heads_per_word} of the choice.
+        O(len(temperatures)) batched marginals over the sentences."""
         batches = list(self._pruner_batches(encs))
-        words = sum(int(ns.sum()) for _, ns, _, _ in batches)
-        best = None
-        for T in TEMPERATURES:
-            hit = kept = 0
+        words = max(sum(int(ns.sum()) for _, ns, _, _ in batches), 1)
+        found = []
+        for T in temperatures:
+            hit = np.zeros(len(head_limits), dtype=np.int64)
+            kept = np.zeros(len(head_limits), dtype=np.int64)
             for chunk, ns, batch, keep in batches:
                 mu = marginals(batch / T, projective=False, single_root=self.single_root,
                                lengths=ns)
                 for j, i in enumerate(chunk):
                     n1 = ns[j] + 1
-                    a = prune_arcs(mu[j, :n1, :n1], self.threshold, self.max_heads,
-                                   self.single_root, keep=keep[j, :n1])
                     gold = golds[i]
-                    hit += int(a[gold[1:], np.arange(1, n1)].sum())
-                    kept += int(a.sum())
-            found = {"temperature": T, "gold_heads_kept": hit / max(words, 1),
-                     "kept_heads_per_word": kept / max(words, 1)}
-            if best is None or found["gold_heads_kept"] > best["gold_heads_kept"]:
-                best = found
-            if found["gold_heads_kept"] >= target:
-                best = found
-                break
+                    for k, K in enumerate(head_limits):
+                        a = prune_arcs(mu[j, :n1, :n1], self.threshold, K,
+                                       self.single_root, keep=keep[j, :n1])
+                        hit[k] += int(a[gold[1:], np.arange(1, n1)].sum())
+                        kept[k] += int(a.sum())
+            found += [{"temperature": T, "max_heads": int(K),
+                       "gold_heads_kept": int(hit[k]) / words,
+                       "kept_heads_per_word": int(kept[k]) / words}
+                      for k, K in enumerate(head_limits)]
+        enough = [f for f in found if f["gold_heads_kept"] >= target]
+        if enough:
+            best = min(enough, key=lambda f: (f["kept_heads_per_word"], f["max_heads"],
+                                              f["temperature"]))
+        else:
+            best = max(found, key=lambda f: (f["gold_heads_kept"], -f["kept_heads_per_word"]))
         self.prune_temperature = best["temperature"]
+        self.max_heads = best["max_heads"]
         return best
 
     def _over_budget_anyway(self, lengths: np.ndarray) -> np.ndarray:
@@ -382,7 +396,7 @@ class HigherOrder:
     @classmethod
     def train(cls, features: FeatureSet, encs: list, golds: list, kinds: Sequence[str],
               epochs: int, seed: int, single_root: bool, projective: bool,
-              grand_scope: str = "all", max_heads: int = 10, threshold: float = 1e-4,
+              grand_scope: str = "all", max_heads: int | None = None, threshold: float = 1e-4,
               prune_temperature: float | None = None, prune_recall: float = 0.995,
               memory_budget: float | None = DEFAULT_BUDGET,
               tune_on: tuple[list, list] | None = None,
@@ -390,11 +404,12 @@ class HigherOrder:
               ) -> "HigherOrder":
         """Train the pruner (averaged perceptron, Eisner, ``epochs`` passes) on the
         encoded gold trees and return the higher-order component around it;
-        ``log(epoch, seconds)`` after each pruner epoch. Without a
-        ``prune_temperature``, it is chosen (:meth:`fit_temperature`) to keep
+        ``log(epoch, seconds)`` after each pruner epoch. The ``prune_temperature`` and
+        ``max_heads`` not given are chosen (:meth:`fit_pruning`) to keep
         ``prune_recall`` of the gold heads of ``tune_on`` (encoded sentences, gold
         heads: the dev data), else of at most TEMPERATURE_SENTENCES training
-        sentences; the choice is in ``temperature_choice``."""
+        sentences, with the fewest candidate heads; the choice is in
+        ``temperature_choice``."""
         import time
 
         from arboreal.learn import TrainingData, get_learner
@@ -419,13 +434,17 @@ class HigherOrder:
             TrainingData(features, encs, golds, projective=True, single_root=single_root),
             epochs, on_epoch=pruner_epoch, seed=seed)
         ho = cls(features, parts, w, projective=projective, single_root=single_root,
-                 max_heads=max_heads, threshold=threshold,
+                 max_heads=max_heads or HEAD_LIMITS[0], threshold=threshold,
                  prune_temperature=prune_temperature or TEMPERATURES[0],
                  memory_budget=memory_budget)
-        if prune_temperature is None:
+        if prune_temperature is None or max_heads is None:
             data = tune_on if tune_on is not None and tune_on[0] else (
                 encs[:TEMPERATURE_SENTENCES], golds[:TEMPERATURE_SENTENCES])
-            ho.temperature_choice = {**ho.fit_temperature(*data, prune_recall),
+            choice = ho.fit_pruning(
+                *data, prune_recall,
+                TEMPERATURES if prune_temperature is None else (prune_temperature,),
+                HEAD_LIMITS if max_heads is None else (max_heads,))
+            ho.temperature_choice = {**choice,
                                      "target": prune_recall,
                                      "on": "dev" if data is tune_on else "train"}
         return ho

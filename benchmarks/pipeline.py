@@ -158,6 +158,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="more options of arboreal train, e.g. '--order 2' (one string)")
     ap.add_argument("--section", default="pipeline",
                     help="the docs/benchmarks.md section to write (another one for a variant)")
+    ap.add_argument("--note", default="", help="text appended to the section")
     args = ap.parse_args(argv)
     train_args = shlex.split(args.train_args)
     if not UD.exists():
@@ -191,7 +192,7 @@ def main(argv: list[str] | None = None) -> int:
                   "whose training finished first)." if args.rescore else ".")
                if any("udpipe_raw" in r for r in results) else
                "No UDPipe 1 figures in this run (see `benchmarks/udpipe_baseline.py`).")
-            + "\n\n" + table(results))
+            + "\n\n" + table(results) + (f"\n\n{args.note}" if args.note else ""))
         cmd = "python benchmarks/pipeline.py " + " ".join(
             (["--treebanks", *args.treebanks] if args.treebanks != DEFAULT_TREEBANKS else [])
             + (["--udpipe-dir", str(args.udpipe_dir)] if args.udpipe_dir else [])
@@ -199,7 +200,8 @@ def main(argv: list[str] | None = None) -> int:
             + ([f"--work-dir {args.work_dir}"]
                if args.work_dir.resolve() != (ROOT / "runs" / "pipeline").resolve() else [])
             + ([f"--train-args='{args.train_args}'"] if train_args else [])
-            + ([f"--section {args.section}"] if args.section != "pipeline" else []))
+            + ([f"--section {args.section}"] if args.section != "pipeline" else [])
+            + (["--note ..."] if args.note else []))
         write_section(args.section, "Raw text to trees (issue 14)"
                       + (f", arboreal train {args.train_args}" if train_args else ""),
                       cmd.strip(), body)

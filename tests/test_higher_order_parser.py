@@ -490,6 +490,10 @@ def test_pruning_is_chosen_to_keep_the_target_share_of_dev_heads(sample):
                          prune_temperature=42.0, max_heads=3, **SMALL)
     assert (fixed.higher_order.prune_temperature, fixed.higher_order.max_heads) == (42.0, 3)
     assert fixed.meta["training"]["higher_order"]["temperature_choice"] is None
+    # impossible values are refused, not replaced by defaults
+    for bad in ({"max_heads": 0}, {"prune_temperature": 0.0}):
+        with pytest.raises(ArborealError, match="pruning needs"):
+            Parser.train(train[:20], order=2, epochs=1, pruner_epochs=1, **bad, **SMALL)
 
 
 def test_first_order_analyses_are_refused_clearly_for_higher_orders(trained, tmp_path, capsys):

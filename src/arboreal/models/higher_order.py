@@ -434,8 +434,10 @@ class HigherOrder:
             TrainingData(features, encs, golds, projective=True, single_root=single_root),
             epochs, on_epoch=pruner_epoch, seed=seed)
         ho = cls(features, parts, w, projective=projective, single_root=single_root,
-                 max_heads=max_heads or HEAD_LIMITS[0], threshold=threshold,
-                 prune_temperature=prune_temperature or TEMPERATURES[0],
+                 max_heads=HEAD_LIMITS[0] if max_heads is None else max_heads,
+                 threshold=threshold,
+                 prune_temperature=(TEMPERATURES[0] if prune_temperature is None
+                                    else prune_temperature),
                  memory_budget=memory_budget)
         if prune_temperature is None or max_heads is None:
             data = tune_on if tune_on is not None and tune_on[0] else (

@@ -88,6 +88,7 @@ def run_treebank(treebank: str, work: Path, udpipe_dir: Path | None,
                             "rss_mib": t_raw["rss_mib"]},
               "parse_gold_tok": {"wall": t_gold["wall"], "words_per_s": words / t_gold["wall"]},
               "tagger_words_per_s": tagger_speed(model, blank),
+              "pruning": pruning_choice(model),
               "arboreal_raw": scores(test, out_raw),
               "arboreal_gold_tok": scores(test, out_gold)}
     result.update(udpipe_scores(treebank, udpipe_dir))
@@ -109,6 +110,16 @@ def udpipe_scores(treebank: str, udpipe_dir: Path | None) -> dict:
     if info.exists():
         out["udpipe_times"] = json.loads(info.read_text())
     return out
+
+
+def pruning_choice(model: Path) -> dict | None:
+    """The higher-order pruner's choice stored in a model file, with the K the model
+    prunes with (None at order 1 or when nothing was chosen)."""
+    from arboreal.models.serialization import load_model_file
+
+    meta, _ = load_model_file(model)
+    choice = ((meta.get("training") or {}).get("higher_order") or {}).get("temperature_choice")
+    return {**choice, "max_heads": meta["higher_order"]["max_heads"]} if choice else None
 
 
 def table(results: list[dict]) -> str:
@@ -137,6 +148,13 @@ def table(results: list[dict]) -> str:
                      f"{r['parse_gold_tok']['words_per_s']:,.0f} words/s")
         lines.append(f"- tagger alone (UPOS, XPOS, FEATS, lemmas), one core, in process: "
                      f"{r['tagger_words_per_s']:,.0f} words/s")
+        choice = r.get("pruning")
+        if choice:
+            lines.append(f"- higher-order pruning chosen on dev: temperature "
+                         f"{choice['temperature']:g}, at most {choice['max_heads']} "
+                         f"heads per word, {100 * choice['gold_heads_kept']:.2f}% of the dev "
+                         f"gold heads kept, {choice['kept_heads_per_word']:.2f} candidate "
+                         "heads per word")
         if "udpipe_times" in r:
             u = r["udpipe_times"]
             lines.append(f"- UDPipe 1 training (benchmarks/udpipe_baseline.py): "
@@ -169,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
         results = json.loads((args.work_dir / "results.json").read_text())
         for r in results:
             r.update(udpipe_scores(r["treebank"], args.udpipe_dir))
+            model = args.work_dir / f"{r['treebank']}.model"
+            if model.exists():
+                r["pruning"] = pruning_choice(model)
     else:
         for tb in args.treebanks:
             r = run_treebank(tb, args.work_dir, args.udpipe_dir, train_args)

@@ -209,3 +209,23 @@ def test_eval_cli_matches_independent_evaluator_on_changed_copy(tmp_path, capsys
         want = independent_evaluate(gold, read_conllu(path), exclude_punct=bool(extra))
         assert got == pytest.approx(want)
         assert got["uas"] < 100
+
+
+def test_compile_notice_needs_one_decoder_of_the_alternatives(tmp_path):
+    """A model decodes with one decoder: once its kernels are cached, the 'compiling'
+    notice stays quiet although the other decoder was never compiled."""
+    from types import SimpleNamespace
+
+    from arboreal._compile import kernels_cached
+
+    def kernel(name, cached):
+        path = tmp_path / f"{name}.nbi"
+        if cached:
+            path.write_bytes(b"")
+        return SimpleNamespace(_cache=SimpleNamespace(
+            _cache_file=SimpleNamespace(_index_path=str(path))))
+
+    eisner, cle, tagger = kernel("e", True), kernel("c", False), kernel("t", True)
+    assert kernels_cached(((eisner, cle), tagger))
+    assert not kernels_cached(((kernel("e2", False), cle), tagger))
+    assert not kernels_cached(((eisner, cle), kernel("t2", False)))

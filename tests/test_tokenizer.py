@@ -146,6 +146,54 @@ def test_multiword_tokens_are_expanded_with_their_casing(tmp_path):
     assert back[0].forms.tolist() == s.forms.tolist()
 
 
+def _treebank(tmp_path, sentences):
+    """A CoNLL-U file of (text, [(form, SpaceAfter=No?)...]) sentences, each a paragraph."""
+    lines = []
+    for k, (text, tokens) in enumerate(sentences):
+        lines += ["# newpar", f"# sent_id = {k}", f"# text = {text}"]
+        for i, (form, glued) in enumerate(tokens, 1):
+            lines.append(f"{i}\t{form}\t_\tX\t_\t_\t{0 if i == 1 else 1}\t"
+                         f"{'root' if i == 1 else 'dep'}\t_\t{'SpaceAfter=No' if glued else '_'}")
+        lines.append("")
+    path = tmp_path / "t.conllu"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return read_conllu(path)
+
+
+def test_urls_emails_and_emoticons_stay_one_token(tmp_path, sample):
+    """Spans that UD keeps whole in every language (URLs, e-mail addresses, file names,
+    emoticons) are one token with the punctuation around them split off, also for
+    forms that training never saw, when training kept such spans whole."""
+    seen = [("See http://a-b.org/x-y.html.", [("See", 0), ("http://a-b.org/x-y.html", 1),
+                                                (".", 0)]),
+            ("Mail <jo-e@x.com> :-)", [("Mail", 0), ("<", 1), ("jo-e@x.com", 1), (">", 0),
+                                       (":-)", 0)])] * 6
+    tok = Tokenizer.train(list(sample[0][:200]) + _treebank(tmp_path, seen), epochs=3)
+    assert tok.one_token_rule
+    [s] = list(tok.tokenize(["Try (www.new-site.co.uk/a_b-c) or <ann.lee@mail-host.net>:) now"]))
+    assert surface(s) == ["Try", "(", "www.new-site.co.uk/a_b-c", ")", "or", "<",
+                          "ann.lee@mail-host.net", ">", ":)", "now"]
+    # a treebank that splits such spans gets no rule
+    split = [("See www.ab.org", [("See", 0), ("www", 1), (".", 1), ("ab.org", 0)])] * 12
+    assert not Tokenizer.train(_treebank(tmp_path, split), epochs=1).one_token_rule
+
+
+def test_tokenizer_of_older_features_is_refused(model, tmp_path, capsys):
+    """A model whose tokenizer was trained on other character features is refused with
+    a one-line error naming the field, not used to mis-tokenize."""
+    from arboreal.models.serialization import load_model_file, save_model_file
+
+    meta, arrays = load_model_file(model)
+    del meta["tokenizer"]["attributes_version"]
+    old = tmp_path / "old.model"
+    save_model_file(old, meta, {k: arrays[k] for k in arrays})
+    src = tmp_path / "in.txt"
+    src.write_text("Dogs bark.\n", encoding="utf-8")
+    assert main(["parse", str(old), str(src), "--input", "text"]) == 2
+    err = capsys.readouterr().err
+    assert "attributes_version" in err and "retrain" in err
+
+
 def test_tokenizer_without_text_lines_is_an_error(sample):
     train, _ = sample
     stripped = [type(s)(**{**s.__dict__, "comments": []}) for s in train[:20]]

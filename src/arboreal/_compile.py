@@ -12,23 +12,31 @@ import importlib
 import os
 import sys
 
-#: kernels every parse runs (module, function): if one has no cache index, the run
-#: is a first run on this machine
-_PROBES = (("arboreal.inference.eisner", "_eisner_kernel"),
-           ("arboreal.inference.mst", "_cle_kernel"),
+#: kernels every parse runs (module, function), a decoder among alternatives (a model
+#: decodes with one of them only): if one has no cache index, the run is a first run
+#: on this machine
+_PROBES = ((("arboreal.inference.eisner", "_eisner_kernel"),
+            ("arboreal.inference.mst", "_cle_kernel")),
            ("arboreal.features.tokens", "greedy_tag"),
            ("arboreal.models.labeler", "_label_scores"))
 
 
+def _has_index(probe) -> bool:
+    dispatcher = (getattr(importlib.import_module(probe[0]), probe[1])
+                  if isinstance(probe, tuple) else probe)
+    return os.path.exists(dispatcher._cache._cache_file._index_path)
+
+
 def kernels_cached(probes=_PROBES) -> bool:
     """True when numba's cache has an index for every probe kernel: ``(module, name)``
-    pairs or the dispatchers themselves (False also when the cache cannot be
-    inspected)."""
+    pairs or the dispatchers themselves, or a tuple of such alternatives of which one
+    suffices (False also when the cache cannot be inspected)."""
     try:
         for probe in probes:
-            dispatcher = (getattr(importlib.import_module(probe[0]), probe[1])
-                          if isinstance(probe, tuple) else probe)
-            if not os.path.exists(dispatcher._cache._cache_file._index_path):
+            if isinstance(probe, tuple) and probe and not isinstance(probe[0], str):
+                if not any(_has_index(p) for p in probe):
+                    return False
+            elif not _has_index(probe):
                 return False
     except (AttributeError, ImportError, OSError):
         return False

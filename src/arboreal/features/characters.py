@@ -17,7 +17,9 @@ A_SUF3       the whole chunk
 A_SUF4       the chunk's shape
 A_SUF5       the split ``w[:j+1] | w[j+1:]``
 A_PRE1       the three characters before and two after the split
-A_PRE2       whether the two sides are known tokens (from training)
+A_PRE2       whether the two sides are known tokens (from training), and where j lies in a span that is one token in any text
+             (:data:`ONE_TOKEN`: a URL, an e-mail address, a domain or file name, an
+             emoticon): inside it, at its last character, or outside
 A_PRE3       the shapes of the two sides and the distance of j from the chunk's end
              (capped at 3): the split of words not seen in training
 A_SHAPE      the character's class
@@ -43,6 +45,18 @@ from arboreal.features.tokens import (A_AMBIG, A_FORM, A_LOWER, A_PRE1, A_PRE2, 
                                       N_ATTRS, UNKNOWN, stable_hash, word_shape)
 
 _PIECES = re.compile(r"\S+|\s+")
+#: spans of a chunk that are one token whatever the treebank (URLs and e-mail
+#: addresses without trailing punctuation, domain and file names, emoticons)
+ONE_TOKEN = re.compile(
+    r"(?:https?://|ftp://|www\.)[^\s<>\[\]\"']*[^\s<>\[\]\"'.,;:!?)]"
+    r"|[\w.+-]+@[\w-]+(?:\.[\w-]+)*"
+    r"|(?<![\w.@/-])[^\W_][\w-]*(?:\.[\w-]+)*\.(?:com|org|net|edu|gov|uk|de|ca|doc|docx"
+    r"|pdf|xls|xlsx|ppt|htm|html|txt|jpg|gif|png|zip|exe)(?!\w)"
+    r"|(?<!\w)(?:[:;=][-o^']?[()\[\]dDpP/\\|*3]+|[()][-o^']?[:;]|<3|\^\^|\^_\^|-_-)(?!\w)",
+    re.IGNORECASE)
+#: version of the attribute rows, saved with a tokenizer: rows computed otherwise mean
+#: other features, so a model trained with another version is refused
+ATTRIBUTES_VERSION = 2
 _MASK = (1 << 64) - 1
 _O_SPACE = stable_hash("o_space")
 
@@ -87,6 +101,10 @@ class CharacterAttributes:
         whole = stable_hash("W" + low)
         shape = stable_hash("S" + word_shape(chunk))
         seg = self.segmentations.get(low)
+        span = np.zeros(n, dtype=np.int8)      # 1 inside a ONE_TOKEN span, 2 its end
+        for m in ONE_TOKEN.finditer(chunk):
+            span[m.start(): m.end()] = 1
+            span[m.end() - 1] = 2
         for j, ch in enumerate(chunk):
             left, right = low[: j + 1], low[j + 1:]
             rows[j, A_FORM] = stable_hash("c" + ch)
@@ -97,7 +115,8 @@ class CharacterAttributes:
             rows[j, A_SUF4] = shape
             rows[j, A_SUF5] = stable_hash("B" + left + "|" + right)
             rows[j, A_PRE1] = stable_hash("b" + left[-3:] + "|" + right[:2])
-            rows[j, A_PRE2] = stable_hash(f"k{left in self.tokens}{right in self.tokens}")
+            rows[j, A_PRE2] = stable_hash(f"k{left in self.tokens}{right in self.tokens}"
+                                          f"{span[j]}")
             rows[j, A_PRE3] = stable_hash(f"o{min(n - 1 - j, 3)}{word_shape(chunk[: j + 1])}"
                                           f"|{word_shape(chunk[j + 1:])}{min(j + 1, 6)}")
             rows[j, A_SHAPE] = stable_hash("k" + _char_class(ch))

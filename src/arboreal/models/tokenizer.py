@@ -13,7 +13,12 @@ words' letters are cut from the token itself when they spell it out, else the ca
 the first letter, or of every letter, is carried over); an unknown token ending in a
 final word that training split off most tokens ending in it (English *'s*) is split
 there; other tokens are one word each. A paragraph end always ends a sentence, and a sentence is cut
-after :data:`MAX_SENTENCE_TOKENS` tokens when no sentence end came earlier.
+after :data:`MAX_SENTENCE_TOKENS` tokens when no sentence end came earlier. Spans that UD
+keeps as one token in any language (URLs, e-mail addresses, domain and file names,
+emoticons: :data:`~arboreal.features.characters.ONE_TOKEN`) are a feature of the
+characters and, when the training text kept at least :data:`ONE_TOKEN_MIN_SHARE` of
+them whole (of at least :data:`ONE_TOKEN_MIN_COUNT`), a rule: no boundary inside such
+a span, a token boundary after it, and one before it after an opening bracket or quote.
 """
 from __future__ import annotations
 
@@ -24,7 +29,7 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 
 from arboreal.errors import ArborealError
-from arboreal.features.characters import CharacterAttributes
+from arboreal.features.characters import ATTRIBUTES_VERSION, ONE_TOKEN, CharacterAttributes
 from arboreal.features.tokens import FEATURES_VERSION, MAX_CANDIDATES, N_ATTRS, greedy_tag
 from arboreal.io.sentence import Sentence
 from arboreal.learn.tagging import train_stage
@@ -43,6 +48,14 @@ MIN_SUFFIX_COUNT = 5
 #: (chosen on EWT dev boundary F1 among 2, 4, 8 and 16: a segmentation seen a few
 #: times is as perfect in training as it is unreliable on new text)
 MIN_SEGMENTATION_COUNT = 8
+#: the one-token spans become a rule when training kept this share of them whole ...
+ONE_TOKEN_MIN_SHARE = 0.95
+#: ... of at least this many
+ONE_TOKEN_MIN_COUNT = 10
+#: characters split off the start of a one-token span
+OPENING = "<([{\"'"
+#: folds of the training paragraphs for their lexicon features (see _pack_jackknifed)
+LEXICON_FOLDS = 5
 #: characters tokenized per kernel call (memory: 96 bytes of attributes each)
 BATCH_CHARS = 1 << 20
 
@@ -150,12 +163,14 @@ class Tokenizer:
     def __init__(self, weights: np.ndarray, bits: int, tokens: set[str],
                  segmentations: dict[str, frozenset[int]], multiword: dict[str, tuple[str, ...]],
                  meta: dict | None = None, spaces_in_tokens: bool = False,
-                 suffixes: list[str] | None = None):
+                 suffixes: list[str] | None = None, one_token_rule: bool = False):
         #: whether training had tokens containing whitespace (Vietnamese has); if not,
         #: whitespace always ends a token
         self.spaces_in_tokens = spaces_in_tokens
         #: final words split off unknown tokens (longest first), e.g. English 's
         self.suffixes = list(suffixes or [])
+        #: whether ONE_TOKEN spans are always one token (training kept them whole)
+        self.one_token_rule = one_token_rule
         self.weights = weights
         self.bits = bits
         self.tokens = tokens
@@ -209,21 +224,14 @@ class Tokenizer:
         suffixes = sorted((x for x, k in split_off.items()
                            if k >= MIN_SUFFIX_COUNT and 2 * k > ending[x]),
                           key=lambda x: (-len(x), x))
-        seg_counts: dict[str, Counter] = defaultdict(Counter)
-        for text, labels in paragraphs:
-            for m in re.finditer(r"\S+", text):
-                inside = np.flatnonzero(labels[m.start(): m.end()] > 0)
-                seg_counts[m.group().lower()][tuple(inside.tolist())] += 1
-        segmentations = {}
-        for chunk, counts in seg_counts.items():
-            pattern, k = counts.most_common(1)[0]
-            if sum(counts.values()) >= MIN_SEGMENTATION_COUNT:
-                segmentations[chunk] = frozenset(pattern)
+        segmentations = _segmentations(paragraphs)
+        whole, spans = _one_token_spans_kept(paragraphs)
         model = cls(np.zeros(0, np.float32), bits, tokens, segmentations, multiword,
                     spaces_in_tokens=any(any(c.isspace() for c in t) for t in tokens),
-                    suffixes=suffixes)
-        attrs, starts, gold = model._pack([t for t, _ in paragraphs],
-                                          [lab for _, lab in paragraphs])
+                    suffixes=suffixes,
+                    one_token_rule=spans >= ONE_TOKEN_MIN_COUNT
+                    and whole >= ONE_TOKEN_MIN_SHARE * spans)
+        attrs, starts, gold = model._pack_jackknifed(paragraphs)
         cand = np.array([[NONE, TOKEN_END, SENTENCE_END]], dtype=np.int32)
         cand_n = np.array([3], dtype=np.int32)
         ctx = np.zeros((len(gold), 0), dtype=np.int32)
@@ -237,7 +245,7 @@ class Tokenizer:
 
                 def score_on_dev(epoch, w, errors):
                     model.weights = w
-                    pred = model._labels(dattrs, dstarts)
+                    pred = model._labels(dattrs, dstarts, [t for t, _ in dev_pars])
                     f1 = _boundary_f1(dgold, pred)
                     if log is not None:
                         log(f"tokenizer epoch {epoch}: dev boundary F1 {f1:.2f}")
@@ -250,8 +258,28 @@ class Tokenizer:
                                     seed=seed, on_epoch=on_epoch)
         model.meta = {"epochs": best["epoch"], "bits": bits, "seed": seed,
                       "paragraphs": len(paragraphs), "skipped_sentences": skipped,
+                      "one_token_spans": spans, "one_token_spans_whole": whole,
                       "dev_boundary_f1": round(best["f1"], 2) if best["f1"] >= 0 else None}
         return model
+
+    def _pack_jackknifed(self, paragraphs: list[tuple[str, np.ndarray]]):
+        """``_pack`` of training paragraphs whose attribute rows read the lexicons
+        (known tokens, chunk segmentations) of the other :data:`LEXICON_FOLDS` - 1
+        folds of the paragraphs: in training, as on new text, a chunk's lexicon
+        entries come from other text, so the weights do not learn to trust lexicon
+        entries more than they deserve. O(LEXICON_FOLDS x characters)."""
+        folds = [paragraphs[f::LEXICON_FOLDS] for f in range(LEXICON_FOLDS)]
+        rows: list[np.ndarray] = [None] * len(paragraphs)   # type: ignore[list-item]
+        for f, fold in enumerate(folds):
+            rest = [p for g, other in enumerate(folds) if g != f for p in other]
+            attributes = CharacterAttributes(_paragraph_tokens(rest), _segmentations(rest))
+            for k, (text, _) in enumerate(fold):
+                rows[f + k * LEXICON_FOLDS] = attributes.rows(text)
+        starts = np.zeros(len(paragraphs) + 1, dtype=np.int64)
+        np.cumsum([len(t) for t, _ in paragraphs], out=starts[1:])
+        attrs = np.concatenate(rows) if rows else np.zeros((0, N_ATTRS), dtype=np.uint64)
+        gold = np.concatenate([lab for _, lab in paragraphs]).astype(np.int32)
+        return attrs, starts, gold
 
     def _pack(self, texts: list[str], labels: list[np.ndarray] | None = None):
         starts = np.zeros(len(texts) + 1, dtype=np.int64)
@@ -261,12 +289,24 @@ class Tokenizer:
         gold = np.concatenate(labels).astype(np.int32) if labels is not None else None
         return attrs, starts, gold
 
-    def _labels(self, attrs: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    def _labels(self, attrs: np.ndarray, starts: np.ndarray,
+                texts: list[str] | None = None) -> np.ndarray:
+        """Boundary labels of the packed characters; with ``texts`` (the packed texts)
+        and :attr:`one_token_rule`, the rule applied to each text's one-token spans."""
         out = np.zeros(len(attrs), dtype=np.int32)
         if len(out):
             cand = np.array([[NONE, TOKEN_END, SENTENCE_END]], dtype=np.int32)
             greedy_tag(attrs, starts, np.zeros((len(attrs), 0), dtype=np.int32), -1, cand,
                        np.array([3], dtype=np.int32), self.weights, self.bits, out)
+        if texts is not None and self.one_token_rule:
+            for k, text in enumerate(texts):
+                lab = out[starts[k]: starts[k + 1]]
+                for m in ONE_TOKEN.finditer(text):
+                    a, b = m.start(), m.end()
+                    lab[a: b - 1] = NONE
+                    lab[b - 1] = max(lab[b - 1], TOKEN_END)
+                    if a > 0 and text[a - 1] in OPENING:
+                        lab[a - 1] = max(lab[a - 1], TOKEN_END)
         return out
 
     # ------------------------------------------------------------------ tokenizing
@@ -289,7 +329,7 @@ class Tokenizer:
 
     def _split_batch(self, texts: list[str]):
         attrs, starts, _ = self._pack(texts)
-        labels = self._labels(attrs, starts)
+        labels = self._labels(attrs, starts, texts)
         for k, text in enumerate(texts):
             lab = labels[starts[k]: starts[k + 1]]
             if not self.spaces_in_tokens:
@@ -387,14 +427,19 @@ class Tokenizer:
         put_strings(arrays, "tokenizer_mwt_forms", surface)
         put_strings(arrays, "tokenizer_mwt_words", ["\t".join(self.multiword[f]) for f in surface])
         put_strings(arrays, "tokenizer_suffixes", self.suffixes)
-        meta["tokenizer"] = {"features_version": FEATURES_VERSION, "bits": self.bits,
-                             "spaces_in_tokens": self.spaces_in_tokens, "training": self.meta}
+        meta["tokenizer"] = {"features_version": FEATURES_VERSION,
+                             "attributes_version": ATTRIBUTES_VERSION, "bits": self.bits,
+                             "spaces_in_tokens": self.spaces_in_tokens,
+                             "one_token_rule": self.one_token_rule, "training": self.meta}
 
     @classmethod
     def from_file_contents(cls, fields: MetaFields, arrays) -> "Tokenizer":
         """The tokenizer of a model file; ModelError / ValueError when inconsistent."""
         cfg = fields.section("tokenizer")
         cfg.int("features_version", FEATURES_VERSION, FEATURES_VERSION)
+        if cfg.int("attributes_version", 1, 1 << 30, default=1) != ATTRIBUTES_VERSION:
+            raise cfg.fail("attributes_version", "is from another version of arboreal's "
+                                                 "tokenizer features: retrain the model")
         bits = cfg.int("bits", 8, 26)
         weights = get_weights(arrays, "tokenizer_w", (1 << bits) + MAX_CANDIDATES)
         tokens = set(get_strings(arrays, "tokenizer_tokens").tolist())
@@ -414,7 +459,51 @@ class Tokenizer:
         multiword = {f: tuple(w.split("\t")) for f, w in zip(forms, words)}
         return cls(weights, bits, tokens, segmentations, multiword,
                    cfg.json("training", dict, {}), cfg.bool("spaces_in_tokens"),
-                   get_strings(arrays, "tokenizer_suffixes", max_count=1 << 16).tolist())
+                   get_strings(arrays, "tokenizer_suffixes", max_count=1 << 16).tolist(),
+                   cfg.bool("one_token_rule"))
+
+
+def _segmentations(paragraphs: list[tuple[str, np.ndarray]]) -> dict[str, frozenset[int]]:
+    """Lower-cased chunk -> offsets of its most frequent segmentation in training
+    paragraphs, for chunks seen at least :data:`MIN_SEGMENTATION_COUNT` times."""
+    seg_counts: dict[str, Counter] = defaultdict(Counter)
+    for text, labels in paragraphs:
+        for m in re.finditer(r"\S+", text):
+            inside = np.flatnonzero(labels[m.start(): m.end()] > 0)
+            seg_counts[m.group().lower()][tuple(inside.tolist())] += 1
+    segmentations = {}
+    for chunk, counts in seg_counts.items():
+        pattern, k = counts.most_common(1)[0]
+        if sum(counts.values()) >= MIN_SEGMENTATION_COUNT:
+            segmentations[chunk] = frozenset(pattern)
+    return segmentations
+
+
+def _paragraph_tokens(paragraphs: list[tuple[str, np.ndarray]]) -> set[str]:
+    """Lower-cased surface tokens of training paragraphs (text between boundaries)."""
+    tokens: set[str] = set()
+    for text, labels in paragraphs:
+        begin = 0
+        for end in np.flatnonzero(labels > 0).tolist():
+            piece = text[begin: end + 1].strip().lower()
+            if piece:
+                tokens.add(piece)
+            begin = end + 1
+    return tokens
+
+
+def _one_token_spans_kept(paragraphs: list[tuple[str, np.ndarray]]) -> tuple[int, int]:
+    """(spans kept whole, spans) of the one-token spans of training paragraphs: whole
+    means no boundary inside the span, one after it, and one before it after an
+    opening bracket or quote. O(characters)."""
+    whole = spans = 0
+    for text, labels in paragraphs:
+        for m in ONE_TOKEN.finditer(text):
+            a, b = m.start(), m.end()
+            spans += 1
+            whole += int(not labels[a: b - 1].any() and labels[b - 1] > 0
+                         and not (a > 0 and text[a - 1] in OPENING and not labels[a - 1]))
+    return whole, spans
 
 
 def _boundary_f1(gold: np.ndarray, pred: np.ndarray) -> float:

@@ -214,6 +214,14 @@ def test_odd_text_gives_sentences(tokenizer):
     assert words == re.sub(r"\s", "", text)
 
 
+def test_a_long_run_without_spaces_is_tokenized(tokenizer):
+    """Text without whitespace for tens of thousands of characters (base64, minified
+    data) is tokenized in time linear in its length, its characters all kept."""
+    blob = "aB3+/x" * 10_000 + "@example.com"
+    sents = list(tokenizer.tokenize([f"Data: {blob} end."]))
+    assert "".join(t for s in sents for t in surface(s)) == f"Data:{blob}end."
+
+
 # ---------------------------------------------------------------- the command line
 @pytest.fixture(scope="module")
 def model(tmp_path_factory, sample):

@@ -13,6 +13,8 @@ A_LOWER      the character lower-cased (the feature function pairs it with its
              neighbours: character bi- and trigrams)
 A_SUF1       the chunk up to and including j            (``w[:j+1]``)
 A_SUF2       the rest of the chunk                        (``w[j+1:]``)
+             (these and the sides below: at most :data:`SIDE_WINDOW` characters
+             either side of the split, so a chunk costs time linear in its length)
 A_SUF3       the whole chunk
 A_SUF4       the chunk's shape
 A_SUF5       the split ``w[:j+1] | w[j+1:]``
@@ -54,6 +56,22 @@ ONE_TOKEN = re.compile(
     r"|pdf|xls|xlsx|ppt|htm|html|txt|jpg|gif|png|zip|exe)(?!\w)"
     r"|(?<!\w)(?:[:;=][-o^']?[()\[\]dDpP/\\|*3]+|[()][-o^']?[:;]|<3|\^\^|\^_\^|-_-)(?!\w)",
     re.IGNORECASE)
+#: the sides of a split (A_SUF1, A_SUF2, ...) are read this far from it: the whole
+#: chunk up to this length
+SIDE_WINDOW = 64
+#: chunks longer than this have no one-token spans (the pattern's backtracking is
+#: quadratic in a chunk's length; no URL is this long)
+MAX_ONE_TOKEN_CHUNK = 1000
+
+
+def one_token_spans(chunk: str) -> list[tuple[int, int]]:
+    """(start, end) of the :data:`ONE_TOKEN` spans of a chunk (text without
+    whitespace); none in a chunk longer than :data:`MAX_ONE_TOKEN_CHUNK`."""
+    if len(chunk) > MAX_ONE_TOKEN_CHUNK:
+        return []
+    return [m.span() for m in ONE_TOKEN.finditer(chunk)]
+
+
 #: version of the attribute rows, saved with a tokenizer: rows computed otherwise mean
 #: other features, so a model trained with another version is refused
 ATTRIBUTES_VERSION = 2
@@ -102,11 +120,14 @@ class CharacterAttributes:
         shape = stable_hash("S" + word_shape(chunk))
         seg = self.segmentations.get(low)
         span = np.zeros(n, dtype=np.int8)      # 1 inside a ONE_TOKEN span, 2 its end
-        for m in ONE_TOKEN.finditer(chunk):
-            span[m.start(): m.end()] = 1
-            span[m.end() - 1] = 2
+        for a, b in one_token_spans(chunk):
+            span[a: b] = 1
+            span[b - 1] = 2
         for j, ch in enumerate(chunk):
-            left, right = low[: j + 1], low[j + 1:]
+            # the sides within SIDE_WINDOW characters of j: every feature of a chunk
+            # costs O(n x SIDE_WINDOW), not O(n^2) (a megabyte without spaces)
+            lo, hi = max(0, j + 1 - SIDE_WINDOW), j + 1 + SIDE_WINDOW
+            left, right = low[lo: j + 1], low[j + 1: hi]
             rows[j, A_FORM] = stable_hash("c" + ch)
             rows[j, A_LOWER] = stable_hash("c" + low[j])
             rows[j, A_SUF1] = stable_hash("L" + left)
@@ -117,8 +138,8 @@ class CharacterAttributes:
             rows[j, A_PRE1] = stable_hash("b" + left[-3:] + "|" + right[:2])
             rows[j, A_PRE2] = stable_hash(f"k{left in self.tokens}{right in self.tokens}"
                                           f"{span[j]}")
-            rows[j, A_PRE3] = stable_hash(f"o{min(n - 1 - j, 3)}{word_shape(chunk[: j + 1])}"
-                                          f"|{word_shape(chunk[j + 1:])}{min(j + 1, 6)}")
+            rows[j, A_PRE3] = stable_hash(f"o{min(n - 1 - j, 3)}{word_shape(chunk[lo: j + 1])}"
+                                          f"|{word_shape(chunk[j + 1: hi])}{min(j + 1, 6)}")
             rows[j, A_SHAPE] = stable_hash("k" + _char_class(ch))
             rows[j, A_AMBIG] = (stable_hash("g" + ("B" if j in seg else "N"))
                                 if seg is not None else int(UNKNOWN))

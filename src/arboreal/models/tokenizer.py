@@ -15,7 +15,7 @@ final word that training split off most tokens ending in it (English *'s*) is sp
 there; other tokens are one word each. A paragraph end always ends a sentence, and a sentence is cut
 after :data:`MAX_SENTENCE_TOKENS` tokens when no sentence end came earlier. Spans that UD
 keeps as one token in any language (URLs, e-mail addresses, domain and file names,
-emoticons: :data:`~arboreal.features.characters.ONE_TOKEN`) are a feature of the
+emoticons: :func:`~arboreal.features.characters.one_token_spans`) are a feature of the
 characters and, when the training text kept at least :data:`ONE_TOKEN_MIN_SHARE` of
 them whole (of at least :data:`ONE_TOKEN_MIN_COUNT`), a rule: no boundary inside such
 a span, a token boundary after it, and one before it after an opening bracket or quote.
@@ -29,7 +29,7 @@ from typing import Callable, Iterable, Iterator
 import numpy as np
 
 from arboreal.errors import ArborealError
-from arboreal.features.characters import ATTRIBUTES_VERSION, ONE_TOKEN, CharacterAttributes
+from arboreal.features.characters import ATTRIBUTES_VERSION, CharacterAttributes, one_token_spans
 from arboreal.features.tokens import FEATURES_VERSION, MAX_CANDIDATES, N_ATTRS, greedy_tag
 from arboreal.io.sentence import Sentence
 from arboreal.learn.tagging import train_stage
@@ -60,6 +60,7 @@ LEXICON_FOLDS = 5
 BATCH_CHARS = 1 << 20
 
 _SPACE = re.compile(r"\s")
+_CHUNK = re.compile(r"\S+")
 _SPACE_AFTER_NO = re.compile(r"(^|\|)SpaceAfter=No($|\|)")
 
 
@@ -169,7 +170,7 @@ class Tokenizer:
         self.spaces_in_tokens = spaces_in_tokens
         #: final words split off unknown tokens (longest first), e.g. English 's
         self.suffixes = list(suffixes or [])
-        #: whether ONE_TOKEN spans are always one token (training kept them whole)
+        #: whether one-token spans are always one token (training kept them whole)
         self.one_token_rule = one_token_rule
         self.weights = weights
         self.bits = bits
@@ -301,8 +302,7 @@ class Tokenizer:
         if texts is not None and self.one_token_rule:
             for k, text in enumerate(texts):
                 lab = out[starts[k]: starts[k + 1]]
-                for m in ONE_TOKEN.finditer(text):
-                    a, b = m.start(), m.end()
+                for a, b in _text_spans(text):
                     lab[a: b - 1] = NONE
                     lab[b - 1] = max(lab[b - 1], TOKEN_END)
                     if a > 0 and text[a - 1] in OPENING:
@@ -492,14 +492,23 @@ def _paragraph_tokens(paragraphs: list[tuple[str, np.ndarray]]) -> set[str]:
     return tokens
 
 
+def _text_spans(text: str) -> Iterator[tuple[int, int]]:
+    """The one-token spans of a text's chunks, as offsets in the text."""
+    for chunk in _CHUNK.finditer(text):
+        if chunk.group().isalnum():       # the usual word: no span, no pattern search
+            continue
+        at = chunk.start()
+        for a, b in one_token_spans(chunk.group()):
+            yield at + a, at + b
+
+
 def _one_token_spans_kept(paragraphs: list[tuple[str, np.ndarray]]) -> tuple[int, int]:
     """(spans kept whole, spans) of the one-token spans of training paragraphs: whole
     means no boundary inside the span, one after it, and one before it after an
     opening bracket or quote. O(characters)."""
     whole = spans = 0
     for text, labels in paragraphs:
-        for m in ONE_TOKEN.finditer(text):
-            a, b = m.start(), m.end()
+        for a, b in _text_spans(text):
             spans += 1
             whole += int(not labels[a: b - 1].any() and labels[b - 1] > 0
                          and not (a > 0 and text[a - 1] in OPENING and not labels[a - 1]))

@@ -12,7 +12,12 @@ Tags (``--tags``):
   "clusters instead of POS" setting of the talk;
 * ``pipeline``: what ``arboreal train --clusters`` does against ``arboreal train``: the
   baseline parser on the ``pred`` tags, the clusters parser on tags predicted the same
-  way by taggers that have the clusters as features too (``predcl.*`` files).
+  way by taggers that have the clusters as features too (``predcl.*`` files);
+* ``pipeline-n``: what a user with N annotated sentences gets: ``arboreal train`` and
+  ``arboreal train --clusters`` on the first N training sentences alone (tagger, its
+  jackknifing and parser all trained on them; ``--no-tokenizer``), then ``arboreal
+  parse`` of the test words with tags, lemmas and trees blanked. At N = all it is the
+  ``pipeline`` setting.
 
 For each tag setting, training size (the first N training sentences, ``--sizes``;
 ``all`` = 12,544), order (``--orders``; learner = ``arboreal train``'s default for the
@@ -124,6 +129,40 @@ def _untagged(s):
     return out
 
 
+def train_pipeline(runs: Path, name: str, size: str, order: int, seed: int,
+                   clusters: bool) -> tuple[np.ndarray, float, int]:
+    """``arboreal train`` (no tokenizer) on the first ``size`` training sentences, then
+    ``arboreal parse`` of the blanked test words: (test words whose head is right,
+    test UPOS accuracy, training sentences)."""
+    import subprocess
+
+    from arboreal.io.conllu import read_conllu, write_conllu
+    from udpipe_baseline import blank_tags
+
+    train = read_conllu(split("train"))
+    if size != "all":
+        train = train[:int(size)]
+    part, blank = runs / f"train.{size}.conllu", runs / "test.blank.conllu"
+    runs.mkdir(parents=True, exist_ok=True)
+    if not part.exists():
+        write_conllu(train, part)
+    if not blank.exists():
+        blank.write_text(blank_tags(split("test")), encoding="utf-8")
+    model, parsed = runs / f"{name}.model", runs / f"{name}.test.conllu"
+    arboreal = [sys.executable, "-m", "arboreal"]
+    subprocess.run(arboreal + ["train", str(part), "--dev", str(split("dev")), "-o", str(model),
+                               "--no-tokenizer", "--order", str(order), "--seed", str(seed),
+                               "--quiet"] + (["--clusters", PATH_USED[0]] if clusters else []),
+                   check=True)
+    subprocess.run(arboreal + ["parse", str(model), str(blank), "-o", str(parsed), "--quiet"],
+                   check=True)
+    model.unlink()
+    gold, got = read_conllu(split("test")), read_conllu(parsed)
+    right = np.concatenate([g.heads[1:] == s.heads[1:] for g, s in zip(gold, got)])
+    upos = np.concatenate([g.upos[1:] == s.upos[1:] for g, s in zip(gold, got)])
+    return right, 100 * float(upos.mean()), len(train)
+
+
 def train_one(runs: Path, tags: str, size: str, order: int, seed: int, clusters) -> dict:
     from arboreal.io.conllu import read_conllu
     from arboreal.models import Parser
@@ -132,6 +171,17 @@ def train_one(runs: Path, tags: str, size: str, order: int, seed: int, clusters)
     out = runs / f"{name}.json"
     if out.exists():
         return json.loads(out.read_text())
+    if tags == "pipeline-n":
+        t, c = time.perf_counter(), time.process_time()
+        right, upos, n_train = train_pipeline(runs, name, size, order, seed, bool(clusters))
+        res = {"name": name, "tags": tags, "size": size, "order": order, "seed": seed,
+               "clusters": bool(clusters), "uas": 100 * float(right.mean()), "upos": upos,
+               "train_s": time.perf_counter() - t, "sentences": n_train,
+               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
+        np.save(runs / f"{name}.right.npy", right)
+        out.write_text(json.dumps(res, indent=1))
+        print(json.dumps(res), flush=True)
+        return res
     files = tags if tags != "pipeline" else "predcl" if clusters else "pred"
     train = read_conllu(runs / f"{files}.train.conllu")
     if size != "all":
@@ -198,6 +248,19 @@ def report(runs: Path, tags_list, sizes, orders, seeds) -> str:
                   f"read the clusters too (same recipe, {cl['tagger_s']:.0f} s); test UPOS "
                   f"{cl['test_upos_pred']:.2f} without clusters, {cl['test_upos_predcl']:.2f} "
                   "with.")
+    upos = {}
+    for f in runs.glob("pipeline-n.*.json"):
+        r = json.loads(f.read_text())
+        if r["size"] in sizes and r["order"] in orders and r["seed"] in seeds:
+            upos.setdefault((r["size"], r["clusters"]), []).append(r["upos"])
+    if upos:
+        extra += (" pipeline-n = `arboreal train` (tagger with 5-fold jackknifing, parser; no "
+                  "tokenizer) on the first N training sentences alone, with and without "
+                  "`--clusters`, then `arboreal parse` of the test words with tags, lemmas "
+                  "and trees blanked; its tagger's test UPOS, mean over the runs: " + "; ".join(
+                      f"N = {k}: {np.mean(upos.get((k, False), [np.nan])):.2f} without "
+                      f"clusters, {np.mean(upos.get((k, True), [np.nan])):.2f} with"
+                      for k in sizes if (k, False) in upos or (k, True) in upos) + ".")
     return "\n".join(lines) + (
         f"\n\n{TREEBANK[0]} test UAS (every word, punctuation included), mean over the seeds; the sign "
         "test pools the seeds' words. Tags: pred = the pipeline's predicted UPOS, XPOS, FEATS "
@@ -263,7 +326,7 @@ def write_page(note: str) -> None:
         seeds = sorted({json.loads(f.read_text())["seed"] for f in runs.glob("*.json")
                         if not f.name.startswith("prepare")})
         parts.append(f"### {treebank.removeprefix('UD_')}\n\n"
-                     + report(runs, ["pred", "pipeline", "gold", "nopos"],
+                     + report(runs, ["pred", "pipeline", "pipeline-n", "gold", "nopos"],
                               ["1000", "2000", "4000", "8000", "all"], [1, 2], seeds) + "\n\n")
     if note:
         parts.append(note.rstrip() + "\n")
@@ -276,7 +339,7 @@ def write_page(note: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--tags", nargs="+", default=["pred", "gold"],
-                    choices=["pred", "gold", "nopos", "pipeline"])
+                    choices=["pred", "gold", "nopos", "pipeline", "pipeline-n"])
     ap.add_argument("--sizes", nargs="+", default=["1000", "2000", "4000", "8000", "all"])
     ap.add_argument("--orders", nargs="+", type=int, default=[1])
     ap.add_argument("--seeds", nargs="+", type=int, default=[0])
@@ -290,6 +353,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="write docs/koo2008.md from the English and Czech runs (with --note)")
     ap.add_argument("--note", default="", help="text appended to the report (e.g. the runs' "
                     "train commands)")
+    ap.add_argument("--section", default=None,
+                    help="the docs/benchmarks.md section to write (default: clusters_parsing, "
+                         "or clusters_parsing_TREEBANK for another treebank)")
     args = ap.parse_args(argv)
     TREEBANK[0] = args.treebank
     PATH_USED[0] = args.paths
@@ -323,8 +389,8 @@ def main(argv: list[str] | None = None) -> int:
             from _report import write_section
 
             short = args.treebank.removeprefix("UD_")
-            write_section("clusters_parsing" if short == "English-EWT"
-                          else f"clusters_parsing_{short}",
+            write_section(args.section or ("clusters_parsing" if short == "English-EWT"
+                                           else f"clusters_parsing_{short}"),
                           f"Word clusters as parser features ({short})",
                           "python benchmarks/clusters_parsing.py " + " ".join(
                               a for a in (argv or sys.argv[1:]) if a != args.note)

@@ -468,7 +468,7 @@ def _segmentations(paragraphs: list[tuple[str, np.ndarray]]) -> dict[str, frozen
     paragraphs, for chunks seen at least :data:`MIN_SEGMENTATION_COUNT` times."""
     seg_counts: dict[str, Counter] = defaultdict(Counter)
     for text, labels in paragraphs:
-        for m in re.finditer(r"\S+", text):
+        for m in _CHUNK.finditer(text):
             inside = np.flatnonzero(labels[m.start(): m.end()] > 0)
             seg_counts[m.group().lower()][tuple(inside.tolist())] += 1
     segmentations = {}

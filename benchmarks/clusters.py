@@ -50,7 +50,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from _report import machine_description, write_section  # noqa: E402
 
-SIZES = {"1M": 1_000_000, "10M": 10_000_000}
+SIZES = {"1M": 1_000_000, "10M": 10_000_000, "18M": 18_000_000}
 #: runs `arboreal clusters` whether or not the subcommand is registered yet
 _WRAPPER = ("import sys, arboreal.cli as c\n"
             "if 'clusters' not in c.SUBCOMMANDS: c.SUBCOMMANDS = c.SUBCOMMANDS + ('clusters',)\n"

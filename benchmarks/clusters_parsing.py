@@ -172,7 +172,7 @@ def train_one(runs: Path, tags: str, size: str, order: int, seed: int, clusters)
     if out.exists():
         return json.loads(out.read_text())
     if tags == "pipeline-n":
-        t, c = time.perf_counter(), time.process_time()
+        t = time.perf_counter()
         right, upos, n_train = train_pipeline(runs, name, size, order, seed, bool(clusters))
         res = {"name": name, "tags": tags, "size": size, "order": order, "seed": seed,
                "clusters": bool(clusters), "uas": 100 * float(right.mean()), "upos": upos,

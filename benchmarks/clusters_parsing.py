@@ -391,7 +391,9 @@ def main(argv: list[str] | None = None) -> int:
             short = args.treebank.removeprefix("UD_")
             write_section(args.section or ("clusters_parsing" if short == "English-EWT"
                                            else f"clusters_parsing_{short}"),
-                          f"Word clusters as parser features ({short})",
+                          f"Word clusters as parser features ({short}"
+                          + (f", {', '.join(args.tags)}, {Path(args.paths).name})"
+                             if args.section else ")"),
                           "python benchmarks/clusters_parsing.py " + " ".join(
                               a for a in (argv or sys.argv[1:]) if a != args.note)
                           .replace("--note", "--note ..."),

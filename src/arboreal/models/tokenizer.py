@@ -56,6 +56,10 @@ ONE_TOKEN_MIN_COUNT = 10
 OPENING = "<([{\"'"
 #: folds of the training paragraphs for their lexicon features (see _pack_jackknifed)
 LEXICON_FOLDS = 5
+#: ... when there are at least this many paragraphs: with fewer, a fold's lexicon would
+#: come from a handful of paragraphs, far poorer than the model's (two paragraphs of
+#: 40 sentences: each paragraph's lexicon from the other one)
+MIN_FOLD_PARAGRAPHS = 10 * LEXICON_FOLDS
 #: characters tokenized per kernel call (memory: 96 bytes of attributes each)
 BATCH_CHARS = 1 << 20
 
@@ -268,7 +272,10 @@ class Tokenizer:
         (known tokens, chunk segmentations) of the other :data:`LEXICON_FOLDS` - 1
         folds of the paragraphs: in training, as on new text, a chunk's lexicon
         entries come from other text, so the weights do not learn to trust lexicon
-        entries more than they deserve. O(LEXICON_FOLDS x characters)."""
+        entries more than they deserve. With fewer than :data:`MIN_FOLD_PARAGRAPHS`
+        paragraphs, the model's own lexicons. O(LEXICON_FOLDS x characters)."""
+        if len(paragraphs) < MIN_FOLD_PARAGRAPHS:
+            return self._pack([t for t, _ in paragraphs], [lab for _, lab in paragraphs])
         folds = [paragraphs[f::LEXICON_FOLDS] for f in range(LEXICON_FOLDS)]
         rows: list[np.ndarray] = [None] * len(paragraphs)   # type: ignore[list-item]
         for f, fold in enumerate(folds):

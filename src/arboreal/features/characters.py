@@ -19,9 +19,10 @@ A_SUF3       the whole chunk
 A_SUF4       the chunk's shape
 A_SUF5       the split ``w[:j+1] | w[j+1:]``
 A_PRE1       the three characters before and two after the split
-A_PRE2       whether the two sides are known tokens (from training), and where j lies in a span that is one token in any text
-             (:data:`ONE_TOKEN`: a URL, an e-mail address, a domain or file name, an
-             emoticon): inside it, at its last character, or outside
+A_PRE2       whether the two sides are known tokens (from training), and where j lies
+             in a span that is one token in any text (:data:`ONE_TOKEN`: a URL, an
+             e-mail address, a domain or file name, an emoticon): inside it, at its
+             last character, or outside
 A_PRE3       the shapes of the two sides and the distance of j from the chunk's end
              (capped at 3): the split of words not seen in training
 A_SHAPE      the character's class

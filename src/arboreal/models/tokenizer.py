@@ -310,10 +310,7 @@ class Tokenizer:
             for k, text in enumerate(texts):
                 lab = out[starts[k]: starts[k + 1]]
                 for a, b in _text_spans(text):
-                    lab[a: b - 1] = NONE
-                    lab[b - 1] = max(lab[b - 1], TOKEN_END)
-                    if a > 0 and text[a - 1] in OPENING:
-                        lab[a - 1] = max(lab[a - 1], TOKEN_END)
+                    _one_token_rule(text, lab, a, b)
         return out
 
     # ------------------------------------------------------------------ tokenizing
@@ -499,6 +496,16 @@ def _paragraph_tokens(paragraphs: list[tuple[str, np.ndarray]]) -> set[str]:
     return tokens
 
 
+def _one_token_rule(text: str, labels: np.ndarray, a: int, b: int) -> None:
+    """The rule for the one-token span ``text[a:b]``, on the boundary labels of
+    ``text`` in place: no boundary inside it, a token boundary after it, and one before
+    it after an opening bracket or quote (a sentence end stays one)."""
+    labels[a: b - 1] = NONE
+    labels[b - 1] = max(labels[b - 1], TOKEN_END)
+    if a > 0 and text[a - 1] in OPENING:
+        labels[a - 1] = max(labels[a - 1], TOKEN_END)
+
+
 def _text_spans(text: str) -> Iterator[tuple[int, int]]:
     """The one-token spans of a text's chunks, as offsets in the text."""
     for chunk in _CHUNK.finditer(text):
@@ -511,14 +518,17 @@ def _text_spans(text: str) -> Iterator[tuple[int, int]]:
 
 def _one_token_spans_kept(paragraphs: list[tuple[str, np.ndarray]]) -> tuple[int, int]:
     """(spans kept whole, spans) of the one-token spans of training paragraphs: whole
-    means no boundary inside the span, one after it, and one before it after an
-    opening bracket or quote. O(characters)."""
+    means that :func:`_one_token_rule` leaves the span's boundaries as training has
+    them. O(characters)."""
     whole = spans = 0
     for text, labels in paragraphs:
         for a, b in _text_spans(text):
             spans += 1
-            whole += int(not labels[a: b - 1].any() and labels[b - 1] > 0
-                         and not (a > 0 and text[a - 1] in OPENING and not labels[a - 1]))
+            lo = max(a - 1, 0)
+            seen = labels[lo: b]
+            ruled = seen.copy()
+            _one_token_rule(text[lo: b], ruled, a - lo, b - lo)
+            whole += int(np.array_equal(ruled > 0, seen > 0))
     return whole, spans
 
 

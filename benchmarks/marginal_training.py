@@ -96,8 +96,7 @@ def main(argv=None) -> int:
             loglinear_objective(sb, w2, 1.0, projective, True, obs)
             t_ll2 = time.process_time() - t
 
-            # checkpoints=1: the first attempt is one complete sweep, accepted or not
-            eg = ExponentiatedGradient(C=1.0, primal=False, checkpoints=1)
+            eg = ExponentiatedGradient(C=1.0, primal=False)
             t = time.process_time()
             eg.fit(d, epochs=1)
             t_eg_total = time.process_time() - t

@@ -27,15 +27,15 @@ Implementation notes:
   ``mu - mu'`` for that sentence. Each column theta[i, :, m] is shifted by its
   maximum after an update: every tree has exactly one arc into m, so the
   distribution is unchanged and the numbers stay small.
-* Learning-rate halving: when a pass fails to increase Q, the pass is undone
-  (theta, mu and w restored), eta halved and the pass redone, so the dual objective
-  of the accepted iterates never decreases. Q is also checked at a few checkpoints
-  inside a pass (it is cheap: the gold-arc mass is tracked incrementally and
-  ||w||^2 is one dot product); a pass whose Q is already below its starting value is
-  stopped there, so a too-large eta wastes only part of a pass. After an accepted
-  pass eta grows by ``growth`` (default 1.5; 1 reproduces Figure 2's halving-only
-  rule), so eta tracks the largest rate that still raises the dual. ``history`` holds
-  one record per attempt (accepted or not); ``epochs`` counts accepted passes.
+* One learning rate per sentence (as in the online EG of Collins et al. 2008, JMLR): a
+  sentence's step is kept only if it raises Q; otherwise it is undone (theta, mu and
+  w of that sentence restored), the sentence's rate halved and the step retried. So
+  Q never decreases, one hard sentence does not slow every other, and each accepted
+  step multiplies that sentence's rate by ``growth`` (default 1.5; 1 is the paper's
+  halving-only rule), so each rate tracks the largest step that still raises the
+  dual. The change of Q is exact and costs one more scoring of the sentence:
+  with d = C sum_{h,m} coef f the change of w, w.d comes from the scores at w and
+  (w + d).d from the scores at w + d. ``history`` holds one record per pass.
 * The primal weights are ``w`` at every moment (``on_epoch`` receives them after
   each pass). With ``primal=True`` the primal objective is evaluated after each
   pass by loss-augmented decoding (Eisner or Chu-Liu-Edmonds on w . f + 1 - I), and
@@ -57,6 +57,10 @@ from arboreal.learn import BatchLearner, TrainingData, require_arc_factored
 from arboreal.learn.loglinear import ScoredBuckets, accumulate_dense, batch_marginals
 
 __all__ = ["ExponentiatedGradient", "primal_objective"]
+
+#: a sentence whose step still lowers the dual after this many halvings of its rate
+#: is left as it is for the pass (its step is then below rounding)
+MAX_HALVINGS = 30
 
 
 @njit(cache=True)
@@ -140,8 +144,8 @@ class ExponentiatedGradient(BatchLearner):
 
     Args:
         C: weight of the hinge-loss term (inverse regularisation strength).
-        eta: initial learning rate (halved whenever a pass fails to raise the dual).
-            Default ``30 / (C**2 * N)`` for N training sentences: w, and with it the
+        eta: initial learning rate of every sentence (each halved whenever its step
+            fails to raise the dual). Default ``30 / (C**2 * N)`` for N training sentences: w, and with it the
             scores w.f, grow like C * N, so the theta step eta * C * (w.f) is
             ~ eta * C^2 * N; the default starts a little above the step that EWT
             samples accepted after one halving (halving is cheap, a too-small eta
@@ -150,19 +154,18 @@ class ExponentiatedGradient(BatchLearner):
         primal: also evaluate the primal objective after each pass (costs one
             scoring + decoding pass).
         shuffle: visit sentences in a fresh random order each pass.
-        growth: eta is multiplied by this after every accepted pass (1 = the paper's
-            rule, halving only). Halving alone never corrects a too-small eta, and from
-            the beta = 9 initialisation the dual parameters of non-gold arcs must move by
-            several units, so a small eta makes the first passes nearly idle; growth
-            1.5 with halving keeps eta near the largest rate that still raises the dual.
-        checkpoints: the dual is also checked this many times during a pass; a pass
-            whose dual has already fallen below its starting value is stopped there
-            (and undone), so a too-large eta costs a fraction of a pass.
+        growth: a sentence's rate is multiplied by this after each of its accepted
+            steps (1 = the paper's rule, halving only). Halving alone never corrects
+            a too-small eta, and from the beta = 9 initialisation the dual parameters
+            of non-gold arcs must move by several units, so a small eta makes the
+            first passes nearly idle; growth 1.5 with halving keeps each rate near the
+            largest step that still raises the dual.
         verbose: print dual and primal objective per pass to stderr.
 
     After ``fit``, ``history`` holds one record per pass: epoch, dual, primal
-    (NaN when not computed), eta, accepted, seconds and cpu_seconds (since the end of
-    the initialisation, wall and process CPU time).
+    (NaN when not computed), eta (the median sentence rate), halvings (rate halvings
+    in the pass), refused (sentences left unchanged after all halvings), seconds and
+    cpu_seconds (since the end of the initialisation, wall and process CPU time).
     """
 
     name = "eg"
@@ -174,13 +177,12 @@ class ExponentiatedGradient(BatchLearner):
     default_epochs = 25
 
     def __init__(self, C: float = 1.0, eta: float | None = None, beta: float = 9.0,
-                 primal: bool = True, shuffle: bool = True, checkpoints: int = 10,
+                 primal: bool = True, shuffle: bool = True,
                  growth: float = 1.5, verbose: bool = False):
         if C <= 0:
             raise ValueError("C must be positive")
         self.C = float(C)
         self.eta = None if eta is None else float(eta)
-        self.checkpoints = max(1, int(checkpoints))
         if growth < 1.0:
             raise ValueError("growth must be >= 1")
         self.growth = float(growth)
@@ -247,69 +249,75 @@ class ExponentiatedGradient(BatchLearner):
         self.init_cpu_seconds = time.process_time() - c_init
 
         rng = np.random.default_rng(seed)
-        eta = self.eta if self.eta is not None else 30.0 / (C * C * max(1, len(L)))
+        eta0 = self.eta if self.eta is not None else 30.0 / (C * C * max(1, len(L)))
+        rates = np.full(len(L), eta0)
         self.history = []
         t0, c0 = time.perf_counter(), time.process_time()
         nonempty = np.flatnonzero(L > 0)
-        gold_mass = [float(mu[all_gold].sum())]
+        gold_mass = float(mu[all_gold].sum())
+        ww = float(w @ w)
 
         def dual() -> float:
-            return C * (n_words - gold_mass[0]) - 0.5 * float(w @ w)
+            return C * (n_words - gold_mass) - 0.5 * ww
 
-        def sweep(order, step, q_start) -> bool:
-            """One online pass; False (stopped early) once a checkpoint's dual < q_start."""
-            every = max(1, len(order) // self.checkpoints)
-            for k, i in enumerate(order, 1):
-                n = int(L[i])
-                enc = data.encoded[i]
-                coef = np.empty((n + 1, n + 1))
-                delta = _eg_sentence_step(fs.arc_scores(enc, w), theta, mu, offsets[i],
-                                          sb.heads[i], step, proj, sroot, coef)
+        def update(i: int) -> tuple[float, float, float, int]:
+            """Figure 2's step on sentence i at its own rate, halved until the dual
+            rises; returns (gold-mass change, w.d, d.d, halvings), halvings =
+            MAX_HALVINGS when no step was taken."""
+            n, lo, hi = int(L[i]), offsets[i], offsets[i + 1]
+            enc = data.encoded[i]
+            s = fs.arc_scores(enc, w)
+            coef = np.empty((n + 1, n + 1))
+            for halvings in range(MAX_HALVINGS):
+                saved = theta[lo:hi].copy(), mu[lo:hi].copy()
+                delta = _eg_sentence_step(s, theta, mu, lo, sb.heads[i], rates[i] * C,
+                                          proj, sroot, coef)
                 if np.isnan(delta):
                     raise ValueError("EG: arc scores are not finite (diverged weights?)")
-                gold_mass[0] += delta
+                # d = C sum coef f: w.d from the scores at w, (w + d).d from those at
+                # w + d, so the dual's change is exact without a pass over w
+                wd = C * float((coef * s).sum())
                 accumulate_dense(fs, enc, coef, w, C)
-                if k % every == 0 and k < len(order) and dual() < q_start:
-                    return False
-            return True
+                dd = C * float((coef * fs.arc_scores(enc, w)).sum()) - wd
+                if -C * delta - wd - 0.5 * dd >= 0.0:
+                    rates[i] *= self.growth
+                    return delta, wd, dd, halvings
+                accumulate_dense(fs, enc, coef, w, -C)
+                theta[lo:hi], mu[lo:hi] = saved
+                rates[i] /= 2.0
+            return 0.0, 0.0, 0.0, MAX_HALVINGS
 
         q = dual()
-        self._log(f"eg init: dual {q:.6g} (C={C}, eta={eta:g}, beta={self.beta:g})")
+        self._log(f"eg init: dual {q:.6g} (C={C}, eta={eta0:g}, beta={self.beta:g})")
         for e in range(1, epochs + 1):
-            while True:
-                saved = (theta.copy(), mu.copy(), w.copy(), gold_mass[0])
-                order = rng.permutation(nonempty) if self.shuffle else nonempty
-                if hasattr(data, "wrap"):
-                    order = data.wrap(order, e)  # progress bar, when the caller gives one
-                finished = sweep(order, eta * C, q)
-                q_new = dual()
-                accepted = finished and q_new >= q
-                rec = {"epoch": e, "eta": eta, "accepted": bool(accepted), "primal": float("nan")}
-                if accepted:
-                    q = q_new
-                    eta *= self.growth  # for the next pass (growth = 1: Figure 2's rule)
-                    break
-                theta[:], mu[:], w[:], gold_mass[0] = saved
-                how = "at a checkpoint" if not finished else "after the pass"
-                self._log(f"eg pass {e}: dual fell to {q_new:.6g} < {q:.6g} {how}: pass undone, "
-                          f"eta {eta:g} -> {eta / 2:g}")
-                eta /= 2.0
-                rec.update(dual=q, seconds=time.perf_counter() - t0,
-                           cpu_seconds=time.process_time() - c0)
-                self.history.append(rec)
-                if eta < 1e-12:
-                    raise RuntimeError("EG: the dual objective does not increase for any learning rate")
-            rec.update(dual=q, eta=eta / self.growth, seconds=time.perf_counter() - t0,
-                       cpu_seconds=time.process_time() - c0)
+            order = rng.permutation(nonempty) if self.shuffle else nonempty
+            if hasattr(data, "wrap"):
+                order = data.wrap(order, e)  # progress bar, when the caller gives one
+            refused = halved = 0
+            for i in order:
+                delta, wd, dd, halvings = update(int(i))
+                gold_mass += delta
+                ww += 2.0 * wd + dd
+                halved += halvings
+                refused += halvings == MAX_HALVINGS
+            ww = float(w @ w)  # the running sum drifts by rounding; exact once a pass
+            q_new = dual()
+            rec = {"epoch": e, "dual": q_new, "primal": float("nan"),
+                   "eta": float(np.median(rates[nonempty])) if nonempty.size else eta0,
+                   "halvings": int(halved), "refused": int(refused),
+                   "seconds": time.perf_counter() - t0,
+                   "cpu_seconds": time.process_time() - c0}
+            q = q_new
             if self.primal:
                 p, _ = primal_objective(sb, w, C, proj, sroot)
                 rec["primal"] = p
                 self._log(f"eg pass {e}: dual {q:.6g}  primal {p:.6g}  gap {p - q:.4g}  "
-                          f"eta {eta:g}  ({rec['seconds']:.1f} s)")
+                          f"median eta {rec['eta']:g}  ({rec['seconds']:.1f} s)")
             else:
-                self._log(f"eg pass {e}: dual {q:.6g}  eta {eta:g}  ({rec['seconds']:.1f} s)")
+                self._log(f"eg pass {e}: dual {q:.6g}  median eta {rec['eta']:g}  "
+                          f"({rec['seconds']:.1f} s)")
             self.history.append(rec)
             if on_epoch is not None:
                 on_epoch(e, w)
-        self.theta, self.offsets = theta, offsets
+        self.theta, self.offsets, self.rates = theta, offsets, rates
         return w

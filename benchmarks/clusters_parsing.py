@@ -56,6 +56,8 @@ TREEBANK = ["UD_English-EWT"]
 RUNS = ROOT / "runs" / "clusters_parsing"
 PATHS = ROOT / "runs" / "clusters" / "en-10M.c1000.m1.arboreal.paths"
 PATH_USED = [str(PATHS)]
+#: extra ``arboreal train`` options of the clusters runs of ``pipeline-n`` (--cluster-args)
+CLUSTER_ARGS: list[str] = []
 
 
 def split(name: str) -> Path:
@@ -152,7 +154,8 @@ def train_pipeline(runs: Path, name: str, size: str, order: int, seed: int,
     arboreal = [sys.executable, "-m", "arboreal"]
     subprocess.run(arboreal + ["train", str(part), "--dev", str(split("dev")), "-o", str(model),
                                "--no-tokenizer", "--order", str(order), "--seed", str(seed),
-                               "--quiet"] + (["--clusters", PATH_USED[0]] if clusters else []),
+                               "--quiet"]
+                   + (["--clusters", PATH_USED[0], *CLUSTER_ARGS] if clusters else []),
                    check=True)
     subprocess.run(arboreal + ["parse", str(model), str(blank), "-o", str(parsed), "--quiet"],
                    check=True)
@@ -347,6 +350,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--treebank", default="UD_English-EWT",
                     help="a UD folder with train, dev and test splits")
     ap.add_argument("--runs", default=str(RUNS))
+    ap.add_argument("--cluster-args", default="",
+                    help="pipeline-n: more 'arboreal train' options for the clusters runs only, "
+                         "e.g. '--top-words 800' (the baseline runs are unchanged, so their "
+                         "results can be copied from another --runs folder)")
     ap.add_argument("--phases", default="prepare,train,report")
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--page", action="store_true",
@@ -359,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     TREEBANK[0] = args.treebank
     PATH_USED[0] = args.paths
+    CLUSTER_ARGS[:] = args.cluster_args.split()
     runs = Path(args.runs)
     phases = args.phases.split(",")
     if "prepare" in phases and not (runs / "pred.train.conllu").exists():

@@ -641,3 +641,54 @@ def _with_form(sentence, form):
     other.forms = other.forms.copy()
     other.forms[1] = form
     return other
+
+
+def test_top_words_keeps_lexical_features_of_frequent_words_only(tmp_path):
+    """--top-words N (Koo et al. 2008's feature pruning): the word, 5-prefix and lemma
+    vocabularies hold the N most frequent training values; a rarer word shares the
+    unknown code with unseen words but keeps its cluster; the setting is saved."""
+    from collections import Counter
+
+    from arboreal.cli import main
+    from arboreal.features.first_order import _DIGIT_TABLE, ATTR_INDEX, UNK
+    from arboreal.io.conllu import read_conllu, write_conllu
+    from arboreal.models import Parser, load_model
+
+    train = read_conllu(SAMPLE_DIR / "en_ewt-sample-train.conllu")[:80]
+    clusters = _sample_clusters(train)
+    model = Parser.train(train, epochs=1, hash_bits=16, label_bits=10, clusters=clusters,
+                         top_words=20)
+    fs = model.features
+    full = Parser.train(train, epochs=1, hash_bits=16, label_bits=10, clusters=clusters)
+    def norm(form):
+        return form.lower().translate(_DIGIT_TABLE)
+
+    words = Counter(norm(f) for s in train for f in s.forms[1:])
+    top = {w for w, _ in words.most_common(15)}
+    assert len(fs.vocabs["word"]) == 20 and top <= set(fs.vocabs["word"].tolist())
+    assert len(fs.vocabs["lemma"]) == 20 and len(fs.vocabs["p5"]) == 20
+    assert len(full.features.vocabs["word"]) > 100
+    assert list(fs.vocabs["pos"]) == list(full.features.vocabs["pos"])  # tags not pruned
+    assert list(fs.vocabs["c4"]) == list(full.features.vocabs["c4"])    # nor clusters
+    kept = set(fs.vocabs["word"].tolist())
+    rare = next(s for s in train if any(norm(f) not in kept for f in s.forms[1:]))
+    codes = fs.encode([rare])[0].codes
+    row = 1 + next(i for i, f in enumerate(rare.forms) if i and norm(f) not in kept)
+    assert codes[ATTR_INDEX["word"], row] == UNK   # column 0 pads the sentence start
+    assert codes[ATTR_INDEX["cl"], row] == full.features.encode([rare])[0].codes[ATTR_INDEX["cl"], row]
+    path = tmp_path / "m.npz"
+    model.save(path)
+    again = load_model(path)
+    assert again.features.top_words == 20 and again.meta["training"]["top_words"] == 20
+    test = read_conllu(SAMPLE_DIR / "en_ewt-sample-test.conllu")[:30]
+    for a, b in zip(model.predict_heads(test), again.predict_heads(test)):
+        assert np.array_equal(a, b)
+    conllu = tmp_path / "train.conllu"
+    write_conllu(train, conllu)
+    assert main(["train", str(conllu), "--top-words", "30", "--no-tagger", "--no-tokenizer",
+                 "--epochs", "1", "--hash-bits", "14", "-o", str(tmp_path / "c.npz"),
+                 "--quiet"]) == 0
+    assert len(load_model(tmp_path / "c.npz").features.vocabs["word"]) == 30
+    with pytest.raises(SystemExit) as bad:
+        main(["train", str(conllu), "--top-words", "-1", "-o", str(tmp_path / "d.npz")])
+    assert bad.value.code == 2

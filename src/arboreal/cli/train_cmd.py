@@ -57,6 +57,11 @@ def add_parser(subparsers) -> None:
                         "needed)")
     p.add_argument("--feature-cutoff", type=_nonneg, default=0, metavar="K",
                    help="only features seen >= K times in gold training trees (default 0: all)")
+    p.add_argument("--top-words", type=_nonneg, default=0, metavar="N",
+                   help="word, 5-prefix and lemma features only for the N most frequent values "
+                        "in the training data, rarer ones sharing one unknown value (the "
+                        "feature pruning of Koo et al. 2008; cluster features are kept); "
+                        "default 0: all")
     p.add_argument("--hash-bits", type=_positive, default=23, metavar="B",
                    help="2**B hashed feature weights (default 23: 32 MB of float32)")
     p.add_argument("--clusters", metavar="PATHS", default=None,
@@ -185,7 +190,8 @@ def _train(args, mixing) -> int:
         options.setdefault("verbose", True)  # objective (EG: dual, primal, gap) per pass
     common = dict(learner=args.learner, decoder=args.decoder, single_root=not args.multi_root,
                   epochs=args.epochs, seed=args.seed, features=args.features,
-                  feature_cutoff=args.feature_cutoff, hash_bits=args.hash_bits)
+                  feature_cutoff=args.feature_cutoff, top_words=args.top_words,
+                  hash_bits=args.hash_bits)
     progress, log = _reporting(args, len(train))
     if args.parts and args.order == 1:
         raise ArborealError("--parts needs --order 2 or 3")

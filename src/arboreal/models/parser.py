@@ -17,6 +17,7 @@ from typing import Callable
 import numpy as np
 
 from arboreal.errors import ArborealError, ModelError
+from arboreal.inference.higher_order import PartIndex
 from arboreal.inference.higher_order.memory import MemoryBudgetWarning
 from arboreal.features.first_order import (ATTR_INDEX, ATTRS, CLUSTER_ATTRS, N_RESERVED,
                                           TEMPLATE_SETS, FeatureSet, templates_read_tags)
@@ -135,8 +136,10 @@ def _train_higher_order(fs: FeatureSet, enc: list, heads: list, arc_heads: list,
     """The higher-order side of ``Parser.train``: the pruner (``options``: the
     higher-order options with their defaults), the pruning masks of the training
     sentences (gold arcs ``arc_heads`` kept) and which of them fit the memory budget.
-    Returns ``(HigherOrder, encoded sentences and arc-model heads of the epochs, their
-    decoder (i, w) -> heads, the pruning facts for the model's metadata)``."""
+    Returns ``(HigherOrder, the indices of the training sentences of the epochs, their
+    encodings and arc-model heads, their decoder (i, w) -> heads, their expectation
+    (see TrainingData; None when the parts have no marginals), the pruning facts for
+    the model's metadata)``."""
     options = dict(options)
     pruner_epochs = options.pop("pruner_epochs") or epochs
 
@@ -167,7 +170,17 @@ def _train_higher_order(fs: FeatureSet, enc: list, heads: list, arc_heads: list,
     def decode(i: int, w: np.ndarray) -> np.ndarray:
         return ho.decode(fit_enc[i], fit_masks[i], w)
 
-    return ho, fit_enc, [arc_heads[i] for i in fit], decode, pruning
+    expectation = None
+    if ho.has_marginals and projective:
+        indexes: dict[int, PartIndex] = {}   # built on first use, kept for the epochs
+
+        def expectation(i: int, w: np.ndarray, out: np.ndarray, scale: float) -> float:
+            index = indexes.get(i)
+            if index is None:
+                index = indexes[i] = PartIndex.compact(fit_masks[i])
+            return ho.expectation(fit_enc[i], index, w, out, scale)
+
+    return ho, fit, fit_enc, [arc_heads[i] for i in fit], decode, expectation, pruning
 
 
 def _held_out_split(n: int, seed: int) -> tuple[list[int], list[int]]:
@@ -176,12 +189,6 @@ def _held_out_split(n: int, seed: int) -> tuple[list[int], list[int]]:
     perm = np.random.default_rng(seed).permutation(n)
     k = min(max(1, n // 10), n - 1)
     return sorted(perm[:k].tolist()), sorted(perm[k:].tolist())
-
-
-def _subset_extra(extra: dict, keep: list[int], n: int) -> dict:
-    """A learner's per-sentence extra data (lists of length n) restricted to ``keep``."""
-    return {k: [v[i] for i in keep] if isinstance(v, list) and len(v) == n else v
-            for k, v in extra.items()}
 
 
 def _is_projective(heads: np.ndarray) -> bool:
@@ -344,8 +351,6 @@ class Parser(PipelineMixin):
                                     "train higher orders without it")
             if feature_cutoff:
                 raise ArborealError("--feature-cutoff is not supported with --order 2/3")
-        if projectivize is None:
-            projectivize = not kinds
         if epochs < 1:
             raise ArborealError("epochs must be at least 1")
         if not train_sentences:
@@ -359,7 +364,18 @@ class Parser(PipelineMixin):
             raise ArborealError(str(exc)) from None
         if kinds and not getattr(learn, "trains_parts", False):
             raise ArborealError(f"learner {learner!r} is not supported with --order 2/3; "
-                                "choose from perceptron, mira, kbest-mira (1-best there)")
+                                "choose from perceptron, mira, kbest-mira (1-best there), "
+                                "loglinear (order 2)")
+        # a learner of probabilities needs gold trees its distribution covers: at higher
+        # orders the projective trees of the model's decoder
+        marginal_based = bool(getattr(learn, "marginal_based", False))
+        if kinds and marginal_based and (not set(kinds) <= HigherOrder.MARGINAL_KINDS
+                                         or decoder != "eisner"):
+            raise ArborealError(f"learner {learner!r} needs part marginals: at higher orders "
+                                "it trains siblings, grandparents and grand-siblings (order "
+                                "2, Model 1) with --decoder eisner, not tri-siblings")
+        if projectivize is None:
+            projectivize = not kinds or marginal_based
         if mixing is not None:   # iterative parameter mixing (arboreal.learn.mixing)
             learn = mixing(learn)
         t0 = time.perf_counter()
@@ -436,15 +452,16 @@ class Parser(PipelineMixin):
         dev_enc = fs.encode(dev) if dev else None
         dev_masks = None
         t_pruner = 0.0
-        data_enc, data_decoder = enc, None
+        data_enc, data_decoder, data_expectation = enc, None, None
+        data_rows = list(range(len(enc)))   # the training sentence of each data row
         pruning: dict = {}
         if kinds:
             t0 = time.perf_counter()
             tune_on = None
             if dev_enc is not None:
                 tune_on = (dev_enc, [np.asarray(s.heads, dtype=np.int64) for s in dev])
-            parser.higher_order, data_enc, arc_heads, data_decoder, pruning = \
-                _train_higher_order(fs, enc, heads, arc_heads, kinds, epochs, seed, single_root,
+            parser.higher_order, data_rows, data_enc, arc_heads, data_decoder, \
+                data_expectation, pruning = _train_higher_order(fs, enc, heads, arc_heads, kinds, epochs, seed, single_root,
                                     train_decoder == "eisner", part_templates,
                                     {**HIGHER_ORDER_OPTIONS, **ho_options}, tune_on, log)
             parser.train_skipped = len(enc) - len(data_enc)
@@ -497,7 +514,7 @@ class Parser(PipelineMixin):
         data = TrainingData(fs, data_enc, arc_heads, projective=(train_decoder == "eisner"),
                             single_root=single_root, progress=progress, extra=extra,
                             parts=parser.higher_order.parts if kinds else None,
-                            decoder=data_decoder)
+                            decoder=data_decoder, expectation=data_expectation)
         t0 = time.perf_counter()
         clock[0], clock[1] = t0, time.process_time()
         selection = None
@@ -511,12 +528,12 @@ class Parser(PipelineMixin):
                 select_data = data
                 if dev_enc is None:
                     select_on = "a held-out tenth of the training data"
-                    held, rest = _held_out_split(len(enc), seed)
-                    dev, dev_enc = [train_sentences[i] for i in held], [enc[i] for i in held]
-                    select_data = TrainingData(
-                        fs, [enc[i] for i in rest], [arc_heads[i] for i in rest],
-                        projective=data.projective, single_root=single_root,
-                        progress=progress, extra=_subset_extra(extra, rest, len(enc)))
+                    held, rest = _held_out_split(len(data_enc), seed)
+                    dev = [train_sentences[data_rows[i]] for i in held]
+                    dev_enc = [data_enc[i] for i in held]
+                    if kinds:
+                        dev_masks = parser.higher_order.masks(dev_enc)
+                    select_data = data.subset(rest)
                 by_C = {}
                 for C in c_grid:
                     trying["C"] = C

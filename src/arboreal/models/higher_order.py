@@ -76,8 +76,11 @@ TEMPERATURES = (5.0, 10.0, 20.0, 30.0, 50.0, 80.0, 120.0, 200.0, 400.0, 1000.0)
 #: gold head below the tenth candidate for a few percent of the words, which no
 #: temperature repairs at K = 10.
 HEAD_LIMITS = (10, 20, 40)
-#: sentences the temperature is chosen on, at most
+#: sentences the temperature is chosen on, at most; without dev data they are the
+#: first training sentences of at most TEMPERATURE_MAX_WORDS words (a longer one would
+#: cost O(n^3) marginals per temperature tried, for a choice about typical sentences)
 TEMPERATURE_SENTENCES = 3000
+TEMPERATURE_MAX_WORDS = 200
 PRUNE_BATCH = 64   # sentences of similar length per batched marginals / Eisner call
 PRUNE_CELLS = 1 << 22   # at most this many padded (n+1)^2 cells per batch
 
@@ -437,8 +440,9 @@ class HigherOrder:
         ``log(epoch, seconds)`` after each pruner epoch. The ``prune_temperature`` and
         ``max_heads`` not given are chosen (:meth:`fit_pruning`) to keep
         ``prune_recall`` of the gold heads of ``tune_on`` (encoded sentences, gold
-        heads: the dev data), else of at most TEMPERATURE_SENTENCES training
-        sentences, with the fewest candidate heads; the choice is in
+        heads: the dev data), else of the first TEMPERATURE_SENTENCES training
+        sentences of at most TEMPERATURE_MAX_WORDS words, with the fewest candidate
+        heads; the choice is in
         ``temperature_choice``."""
         import time
 
@@ -470,8 +474,12 @@ class HigherOrder:
                                     else prune_temperature),
                  memory_budget=memory_budget)
         if prune_temperature is None or max_heads is None:
-            data = tune_on if tune_on is not None and tune_on[0] else (
-                encs[:TEMPERATURE_SENTENCES], golds[:TEMPERATURE_SENTENCES])
+            if tune_on is not None and tune_on[0]:
+                data = tune_on
+            else:
+                rows = [i for i, e in enumerate(encs)
+                        if e.n <= TEMPERATURE_MAX_WORDS][:TEMPERATURE_SENTENCES]
+                data = ([encs[i] for i in rows], [golds[i] for i in rows])
             choice = ho.fit_pruning(
                 *data, prune_recall,
                 TEMPERATURES if prune_temperature is None else (prune_temperature,),

@@ -9,7 +9,11 @@ as in benchmarks/koo2007.py: a treebank with a train split trains on it and tune
 dev; one without trains on 90% of dev and tunes on the other 10% (seeded).
 
     python benchmarks/learner_defaults.py [--learners perceptron loglinear eg]
-        [--langs Ara Dut ...] [--runs runs/learner_defaults] [--phases train,report] [--write]
+        [--langs Ara Dut ...] [--order 2] [--runs runs/learner_defaults]
+        [--phases train,report] [--write]
+
+``--order 2`` adds ``--order 2`` to every training command (second-order parts,
+the same pruner for every learner); its runs are kept as ``LEARNER-o2``.
 """
 from __future__ import annotations
 
@@ -48,7 +52,7 @@ def sentence_correct(gold: Path, pred: Path) -> np.ndarray:
                      for g, p in zip(read_conllu(gold), read_conllu(pred))])
 
 
-def train_one(lang: str, learner: str, runs: Path, code: Path) -> dict:
+def train_one(lang: str, learner: str, runs: Path, code: Path, order: int = 1) -> dict:
     from arboreal.io.conllu import write_conllu
 
     folder, prefix = {k: (f, p) for k, f, p in LANGS}[lang]
@@ -63,11 +67,12 @@ def train_one(lang: str, learner: str, runs: Path, code: Path) -> dict:
     env = dict(os.environ, PYTHONPATH=str(code / "src"), NUMBA_NUM_THREADS="1",
                OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     exe = [sys.executable, "-m", "arboreal"]
-    model, out = d / f"{learner}.npz", d / f"{learner}.test.conllu"
+    name = learner if order == 1 else f"{learner}-o{order}"
+    model, out = d / f"{name}.npz", d / f"{name}.test.conllu"
     t = time.perf_counter()
     cpu, _ = run_timed(exe + ["train", str(files["train"]), "--dev", str(files["held"]),
                               "-o", str(model), "--no-tagger", "--no-tokenizer",
-                              "--learner", learner, "--quiet"], env)
+                              "--learner", learner, "--order", str(order), "--quiet"], env)
     wall = time.perf_counter() - t
     run_timed(exe + ["parse", str(model), str(files["test"]), "-o", str(out)], env)
     gold_h, _ = heads_and_labels(files["test"])
@@ -77,19 +82,22 @@ def train_one(lang: str, learner: str, runs: Path, code: Path) -> dict:
          "load_model_file; m,_=load_model_file(sys.argv[1]); "
          "print(json.dumps({k: m.get(k) for k in ('best_epoch', 'selection')}))",
          str(model)], capture_output=True, text=True, env=env, check=True).stdout)
-    result = {"lang": lang, "learner": learner, "uas": 100 * float((pred_h == gold_h).mean()),
+    result = {"lang": lang, "learner": name, "uas": 100 * float((pred_h == gold_h).mean()),
               "train_wall_s": wall, "train_cpu_s": cpu, "best_epoch": meta["best_epoch"],
               "selection": meta["selection"], "how": (d / "how.txt").read_text(),
               "load_at_start": os.getloadavg()[0],
               "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-    np.save(d / f"{learner}.sent.npy", sentence_correct(files["test"], out))
-    (d / f"{learner}.json").write_text(json.dumps(result, indent=1))
+    np.save(d / f"{name}.sent.npy", sentence_correct(files["test"], out))
+    (d / f"{name}.json").write_text(json.dumps(result, indent=1))
     print(json.dumps({k: result[k] for k in ("lang", "learner", "uas", "train_wall_s")}),
           flush=True)
     return result
 
 
-def report(runs: Path, langs: list[str], learners: list[str]) -> str:
+def report(runs: Path, langs: list[str], learners: list[str], order: int = 1) -> str:
+    suffix = "" if order == 1 else f"-o{order}"
+    learners = [learner + suffix for learner in learners]
+    base = "perceptron" + suffix
     res = {(r["lang"], r["learner"]): r for lang in langs for learner in learners
            if (p := runs / lang / f"{learner}.json").exists() for r in [json.loads(p.read_text())]}
     head = "| learner | " + " | ".join(langs) + " | average |"
@@ -111,14 +119,14 @@ def report(runs: Path, langs: list[str], learners: list[str]) -> str:
                              (sel.get("dev_uas_by_C") or {}).items())
             lines.append(f"| {learner} | {lang} | {sel.get('C', '-')} | {r['best_epoch']} | "
                          f"{by_c or '-'} | {r['train_cpu_s']:.0f} s |")
-    lines += ["", "| learner vs perceptron | sentences better | worse | sign test p |",
+    lines += ["", f"| learner vs {base} | sentences better | worse | sign test p |",
               "|---|---:|---:|---:|"]
     for learner in learners:
-        if learner == "perceptron":
+        if learner == base:
             continue
         better = worse = 0
         for lang in langs:
-            a, b = runs / lang / f"{learner}.sent.npy", runs / lang / "perceptron.sent.npy"
+            a, b = runs / lang / f"{learner}.sent.npy", runs / lang / f"{base}.sent.npy"
             if a.exists() and b.exists():
                 x, y = np.load(a), np.load(b)
                 better += int((x > y).sum())
@@ -141,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", default=str(ROOT / "runs" / "learner_defaults"))
     ap.add_argument("--code", default=str(ROOT), help="checkout whose src/ runs the commands")
     ap.add_argument("--phases", default="train,report")
+    ap.add_argument("--order", type=int, default=1, choices=(1, 2))
     ap.add_argument("--write", action="store_true")
     args = ap.parse_args(argv)
     runs = Path(args.runs)
@@ -148,15 +157,19 @@ def main(argv: list[str] | None = None) -> int:
     if "train" in phases:
         for lang in args.langs:
             for learner in args.learners:
-                train_one(lang, learner, runs, Path(args.code))
+                train_one(lang, learner, runs, Path(args.code), args.order)
     if "report" in phases:
-        body = report(runs, args.langs, args.learners)
+        body = report(runs, args.langs, args.learners, args.order)
         print(body)
         if args.write:
             from _report import write_section
 
-            write_section("learner_defaults", "Learners with the defaults of arboreal train "
-                          "(six UD treebanks of the Koo et al. 2007 rerun)",
+            key, title = "learner_defaults", ("Learners with the defaults of arboreal train "
+                                              "(six UD treebanks of the Koo et al. 2007 rerun)")
+            if args.order != 1:
+                key += f"_order{args.order}"
+                title = title.replace("arboreal train", f"arboreal train --order {args.order}")
+            write_section(key, title,
                           "python benchmarks/learner_defaults.py " + " ".join(argv or sys.argv[1:]),
                           body)
     return 0

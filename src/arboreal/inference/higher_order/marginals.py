@@ -9,7 +9,10 @@ head's children added from the inside out, each sibling pair split at the unique
 boundary of their subtrees), so the inside value of the whole sentence is log Z.
 
 Inside: log-space charts ``C``, ``I``, ``S`` (the decoder's layout: one row per kept
-arc g -> h, the root's row last). Outside, in probability space: ``mC``, ``mI``,
+arc g -> h, the root's row last), filled width by width by three steps (sibling,
+incomplete, complete spans). Outside: the same three steps, each enumerating its
+derivations exactly as inside, run in reverse order with ``outside=True``, in
+probability space: ``mC``, ``mI``,
 ``mS`` hold each span's marginal (the probability that the tree's derivation uses
 it); an item's mass goes to each of its derivations in proportion to
 ``exp(derivation - inside)`` (at most 1: no overflow), and every part of a
@@ -28,7 +31,7 @@ from numba import njit
 from arboreal._interrupt import interruptible
 from arboreal.inference.higher_order.memory import DECODER_LIMIT, check_chart_budget
 from arboreal.inference.higher_order.parts import PartIndex, check_arc, dense_sizes, flat
-from arboreal.inference.higher_order.third_order import _adjacency, _row
+from arboreal.inference.higher_order.third_order import _adjacency, _inner_siblings, _row
 
 NEG = -np.inf
 
@@ -50,6 +53,173 @@ def _lse(vals, k):
     return top + np.log(s)
 
 
+@njit(cache=True)
+def _sibling_step(w, outside, n, single_root, pars, npar, arcid, C, S, mC, mS, buf):
+    """Sibling spans S[h, a, b] with b - a = w (cell ``S[arcid[h, a], b]``): inside,
+    their log-sum over the split r; ``outside``, their mass to the two facing complete
+    spans of each split."""
+    N = n + 1
+    for a in range(1, N - w):
+        b = a + w
+        for j in range(npar[a]):
+            h = pars[a, j]
+            if a <= h <= b or (single_root and h == 0) or arcid[h, b] < 0:
+                continue
+            ra = arcid[h, a]
+            rb = arcid[h, b]
+            mass = mS[ra, b]
+            top = S[ra, b]
+            if outside and mass == 0.0:
+                continue
+            k = 0
+            for r in range(a, b):
+                v = C[ra, r] + C[rb, r + 1]
+                if not outside:
+                    buf[k] = v
+                    k += 1
+                elif v != NEG:
+                    p = mass * np.exp(v - top)
+                    mC[ra, r] += p
+                    mC[rb, r + 1] += p
+            if not outside:
+                S[ra, b] = _lse(buf, k)
+
+
+@njit(cache=True)
+def _incomplete_step(w, outside, n, single_root, arc, slot, width, arcid, sib_off,
+                     grand_off, gsib_off, sib, grand, gsib, use_sib, use_grand, use_gsib,
+                     kids, nk, split, pars, npar, R, C, I, S, mC, mI, mS, mu_arc, mu_sib,
+                     mu_grand, mu_gsib, buf, inner):
+    """Incomplete spans I[g, h, b] with |b - h| = w: inside, arc + grand + the log-sum
+    over b's inner sibling (none: b is h's first child on its side); ``outside``, the
+    span's mass to its arc and grand parts, and each derivation's share to its sib and
+    gsib parts and to the spans it is built from."""
+    N = n + 1
+    for h in range(N):
+        if single_root and h == 0:
+            continue
+        W = width[h]
+        s0 = slot[h, h]
+        for side in range(2):
+            d = 1 if side == 0 else -1
+            b = h + d * w
+            if b < 1 or b > n:
+                continue
+            sb = slot[h, b]
+            if sb < 0:
+                continue
+            lo = min(h, b)
+            hi = max(h, b)
+            hb = arcid[h, b]
+            first, start, stop = _inner_siblings(h, b, d, sb, W, arcid, slot, sib_off, sib,
+                                                 use_sib, kids, nk, split, C, S, inner)
+            for j in range(1 if h == 0 else npar[h]):
+                a = -1
+                if h > 0:
+                    g = pars[h, j]
+                    if lo <= g <= hi:
+                        continue
+                    a = arcid[g, h]
+                row = R if h == 0 else a
+                gs = use_gsib and a >= 0
+                base = arc[h, b]
+                if use_grand and a >= 0:
+                    base += grand[grand_off[a] + sb]
+                mass = mI[row, b]
+                if outside:
+                    if mass == 0.0:
+                        continue
+                    mu_arc[h, b] += mass
+                    if use_grand and a >= 0:
+                        mu_grand[grand_off[a] + sb] += mass
+                top = I[row, b] - base
+                # b is h's first child on this side
+                v = first
+                if gs:
+                    v += gsib[gsib_off[a] + s0 * W + sb]
+                k = 0
+                if not outside:
+                    buf[k] = v
+                    k += 1
+                elif v != NEG:
+                    p = mass * np.exp(v - top)
+                    mC[hb, h + d] += p
+                    if use_sib:
+                        mu_sib[sib_off[h] + s0 * W + sb] += p
+                    if gs:
+                        mu_gsib[gsib_off[a] + s0 * W + sb] += p
+                # b's inner sibling is x
+                i = start
+                while i != stop:
+                    x = kids[h, i]
+                    i += d
+                    sx = slot[h, x]
+                    v = I[row, x] + inner[x]
+                    if gs:
+                        v += gsib[gsib_off[a] + sx * W + sb]
+                    if not outside:
+                        buf[k] = v
+                        k += 1
+                    elif v != NEG:
+                        p = mass * np.exp(v - top)
+                        mI[row, x] += p
+                        if d == 1:
+                            mS[arcid[h, x], b] += p
+                        else:
+                            mS[hb, x] += p
+                        if use_sib:
+                            mu_sib[sib_off[h] + sx * W + sb] += p
+                        if gs:
+                            mu_gsib[gsib_off[a] + sx * W + sb] += p
+                if not outside:
+                    I[row, b] = base + _lse(buf, k)
+
+
+@njit(cache=True)
+def _complete_step(w, outside, n, single_root, kids, nk, split, pars, npar, arcid, R, C, I,
+                   mC, mI, buf):
+    """Complete spans C[g, h, e] with |e - h| = w: inside, the log-sum over h's
+    outermost child m up to e; ``outside``, the span's mass to I[g, h, m] and
+    C[h, m, e] of each m."""
+    N = n + 1
+    for h in range(N):
+        if single_root and h == 0:
+            continue
+        for side in range(2):
+            d = 1 if side == 0 else -1
+            e = h + d * w
+            if e < 1 or e > n:
+                continue
+            lo = min(h, e)
+            hi = max(h, e)
+            for j in range(1 if h == 0 else npar[h]):
+                g = 0 if h == 0 else pars[h, j]
+                if h > 0 and lo <= g <= hi:
+                    continue
+                row = _row(arcid, R, g, h)
+                mass = mC[row, e]
+                top = C[row, e]
+                if outside and mass == 0.0:
+                    continue
+                k = 0
+                i = split[h] if d == 1 else split[h] - 1
+                while 0 <= i < nk[h]:
+                    m = kids[h, i]
+                    if (m > e) if d == 1 else (m < e):
+                        break
+                    i += d
+                    v = I[row, m] + C[arcid[h, m], e]
+                    if not outside:
+                        buf[k] = v
+                        k += 1
+                    elif v != NEG:
+                        p = mass * np.exp(v - top)
+                        mI[row, m] += p
+                        mC[arcid[h, m], e] += p
+                if not outside:
+                    C[row, e] = _lse(buf, k)
+
+
 @njit(cache=True, nogil=True)
 def _io_model1(arc, slot, width, arcid, sib_off, grand_off, gsib_off, sib, grand, gsib,
                use_sib, use_grand, use_gsib, single_root, mu_arc, mu_sib, mu_grand, mu_gsib):
@@ -59,6 +229,9 @@ def _io_model1(arc, slot, width, arcid, sib_off, grand_off, gsib_off, sib, grand
     C = np.full((R + 1, N), NEG)
     I = np.full((R + 1, N), NEG)
     S = np.full((R + 1, N), NEG)
+    mC = np.zeros((R + 1, N))
+    mI = np.zeros((R + 1, N))
+    mS = np.zeros((R + 1, N))
     for g in range(N):
         for h in range(1, N):
             if arcid[g, h] >= 0:
@@ -67,109 +240,16 @@ def _io_model1(arc, slot, width, arcid, sib_off, grand_off, gsib_off, sib, grand
     kids, nk, split, pars, npar = _adjacency(arcid)
     buf = np.empty(N + 1)
     inner = np.empty(N)
-    # ---------------------------------------------------------------- inside
-    for w in range(1, n + 1):
-        # sibling spans S[h, a, b], b - a = w: cell S[arcid[h, a], b]
-        for a in range(1, N - w):
-            b = a + w
-            for j in range(npar[a]):
-                h = pars[a, j]
-                if a <= h <= b or (single_root and h == 0) or arcid[h, b] < 0:
-                    continue
-                ra = arcid[h, a]
-                rb = arcid[h, b]
-                k = 0
-                for r in range(a, b):
-                    buf[k] = C[ra, r] + C[rb, r + 1]
-                    k += 1
-                S[ra, b] = _lse(buf, k)
-        # incomplete spans I[g, h, b], |b - h| = w
-        for h in range(N):
-            if single_root and h == 0:
-                continue
-            W = width[h]
-            s0 = slot[h, h]
-            for side in range(2):
-                d = 1 if side == 0 else -1
-                b = h + d * w
-                if b < 1 or b > n:
-                    continue
-                sb = slot[h, b]
-                if sb < 0:
-                    continue
-                lo = min(h, b)
-                hi = max(h, b)
-                first = C[arcid[h, b], h + d]
-                if use_sib:
-                    first += sib[sib_off[h] + s0 * W + sb]
-                start = split[h] if d == 1 else split[h] - 1
-                stop = start
-                while 0 <= stop < nk[h] and kids[h, stop] != b:
-                    x = kids[h, stop]
-                    v = S[arcid[h, x], b] if d == 1 else S[arcid[h, b], x]
-                    if use_sib:
-                        v += sib[sib_off[h] + slot[h, x] * W + sb]
-                    inner[x] = v
-                    stop += d
-                ng = 1 if h == 0 else npar[h]
-                for j in range(ng):
-                    a = -1
-                    if h > 0:
-                        g = pars[h, j]
-                        if lo <= g <= hi:
-                            continue
-                        a = arcid[g, h]
-                    row = R if h == 0 else a
-                    gs = use_gsib and a >= 0
-                    k = 0
-                    buf[k] = first + (gsib[gsib_off[a] + s0 * W + sb] if gs else 0.0)
-                    k += 1
-                    i = start
-                    while i != stop:
-                        x = kids[h, i]
-                        i += d
-                        v = I[row, x] + inner[x]
-                        if gs:
-                            v += gsib[gsib_off[a] + slot[h, x] * W + sb]
-                        buf[k] = v
-                        k += 1
-                    base = arc[h, b]
-                    if use_grand and a >= 0:
-                        base += grand[grand_off[a] + sb]
-                    I[row, b] = base + _lse(buf, k)
-        # complete spans C[g, h, e], |e - h| = w
-        for h in range(N):
-            if single_root and h == 0:
-                continue
-            for side in range(2):
-                d = 1 if side == 0 else -1
-                e = h + d * w
-                if e < 1 or e > n:
-                    continue
-                lo = min(h, e)
-                hi = max(h, e)
-                ng = 1 if h == 0 else npar[h]
-                for j in range(ng):
-                    g = 0 if h == 0 else pars[h, j]
-                    if h > 0 and lo <= g <= hi:
-                        continue
-                    row = _row(arcid, R, g, h)
-                    k = 0
-                    i = split[h] if d == 1 else split[h] - 1
-                    while 0 <= i < nk[h]:
-                        m = kids[h, i]
-                        if (m > e) if d == 1 else (m < e):
-                            break
-                        i += d
-                        buf[k] = I[row, m] + C[arcid[h, m], e]
-                        k += 1
-                    C[row, e] = _lse(buf, k)
-    # ---------------------------------------------------------------- the root
-    mC = np.zeros((R + 1, N))
-    mI = np.zeros((R + 1, N))
-    mS = np.zeros((R + 1, N))
+    for w in range(1, n + 1):   # inside, narrow spans first
+        _sibling_step(w, False, n, single_root, pars, npar, arcid, C, S, mC, mS, buf)
+        _incomplete_step(w, False, n, single_root, arc, slot, width, arcid, sib_off,
+                         grand_off, gsib_off, sib, grand, gsib, use_sib, use_grand, use_gsib,
+                         kids, nk, split, pars, npar, R, C, I, S, mC, mI, mS, mu_arc, mu_sib,
+                         mu_grand, mu_gsib, buf, inner)
+        _complete_step(w, False, n, single_root, kids, nk, split, pars, npar, arcid, R, C, I,
+                       mC, mI, buf)
+    # the whole sentence: the root's one child (single root) or the root's complete span
     if single_root:
-        k = 0
         for m in range(1, N):
             buf[m] = NEG
             if slot[0, m] < 0:
@@ -197,141 +277,14 @@ def _io_model1(arc, slot, width, arcid, sib_off, grand_off, gsib_off, sib, grand
         if logz == NEG:
             return logz
         mC[R, n] = 1.0
-    # ---------------------------------------------------------------- outside
-    for w in range(n, 0, -1):
-        # complete spans of width w: mass to I[row, m] and C[h, m, e]
-        for h in range(N):
-            if single_root and h == 0:
-                continue
-            for side in range(2):
-                d = 1 if side == 0 else -1
-                e = h + d * w
-                if e < 1 or e > n:
-                    continue
-                lo = min(h, e)
-                hi = max(h, e)
-                ng = 1 if h == 0 else npar[h]
-                for j in range(ng):
-                    g = 0 if h == 0 else pars[h, j]
-                    if h > 0 and lo <= g <= hi:
-                        continue
-                    row = _row(arcid, R, g, h)
-                    mass = mC[row, e]
-                    if mass == 0.0:
-                        continue
-                    top = C[row, e]
-                    i = split[h] if d == 1 else split[h] - 1
-                    while 0 <= i < nk[h]:
-                        m = kids[h, i]
-                        if (m > e) if d == 1 else (m < e):
-                            break
-                        i += d
-                        v = I[row, m] + C[arcid[h, m], e]
-                        if v == NEG:
-                            continue
-                        p = mass * np.exp(v - top)
-                        mI[row, m] += p
-                        mC[arcid[h, m], e] += p
-        # incomplete spans of width w: mass to their parts and to C, S, I inside
-        for h in range(N):
-            if single_root and h == 0:
-                continue
-            W = width[h]
-            s0 = slot[h, h]
-            for side in range(2):
-                d = 1 if side == 0 else -1
-                b = h + d * w
-                if b < 1 or b > n:
-                    continue
-                sb = slot[h, b]
-                if sb < 0:
-                    continue
-                lo = min(h, b)
-                hi = max(h, b)
-                hb = arcid[h, b]
-                first = C[hb, h + d]
-                if use_sib:
-                    first += sib[sib_off[h] + s0 * W + sb]
-                start = split[h] if d == 1 else split[h] - 1
-                stop = start
-                while 0 <= stop < nk[h] and kids[h, stop] != b:
-                    x = kids[h, stop]
-                    v = S[arcid[h, x], b] if d == 1 else S[arcid[h, b], x]
-                    if use_sib:
-                        v += sib[sib_off[h] + slot[h, x] * W + sb]
-                    inner[x] = v
-                    stop += d
-                ng = 1 if h == 0 else npar[h]
-                for j in range(ng):
-                    a = -1
-                    if h > 0:
-                        g = pars[h, j]
-                        if lo <= g <= hi:
-                            continue
-                        a = arcid[g, h]
-                    row = R if h == 0 else a
-                    mass = mI[row, b]
-                    if mass == 0.0:
-                        continue
-                    gs = use_gsib and a >= 0
-                    base = arc[h, b]
-                    if use_grand and a >= 0:
-                        base += grand[grand_off[a] + sb]
-                        mu_grand[grand_off[a] + sb] += mass
-                    mu_arc[h, b] += mass
-                    top = I[row, b] - base
-                    # h's first child on this side is b
-                    v = first
-                    if gs:
-                        v += gsib[gsib_off[a] + s0 * W + sb]
-                    p = mass * np.exp(v - top)
-                    if p > 0.0:
-                        mC[hb, h + d] += p
-                        if use_sib:
-                            mu_sib[sib_off[h] + s0 * W + sb] += p
-                        if gs:
-                            mu_gsib[gsib_off[a] + s0 * W + sb] += p
-                    # b's inner sibling is x
-                    i = start
-                    while i != stop:
-                        x = kids[h, i]
-                        i += d
-                        v = I[row, x] + inner[x]
-                        sx = slot[h, x]
-                        if gs:
-                            v += gsib[gsib_off[a] + sx * W + sb]
-                        if v == NEG:
-                            continue
-                        p = mass * np.exp(v - top)
-                        mI[row, x] += p
-                        if d == 1:
-                            mS[arcid[h, x], b] += p
-                        else:
-                            mS[hb, x] += p
-                        if use_sib:
-                            mu_sib[sib_off[h] + sx * W + sb] += p
-                        if gs:
-                            mu_gsib[gsib_off[a] + sx * W + sb] += p
-        # sibling spans of width w: mass to the two facing complete spans
-        for a in range(1, N - w):
-            b = a + w
-            for j in range(npar[a]):
-                h = pars[a, j]
-                if a <= h <= b or (single_root and h == 0) or arcid[h, b] < 0:
-                    continue
-                ra = arcid[h, a]
-                rb = arcid[h, b]
-                mass = mS[ra, b]
-                if mass == 0.0:
-                    continue
-                top = S[ra, b]
-                for r in range(a, b):
-                    v = C[ra, r] + C[rb, r + 1]
-                    if v == NEG:
-                        continue
-                    p = mass * np.exp(v - top)
-                    mC[ra, r] += p
-                    mC[rb, r + 1] += p
+    for w in range(n, 0, -1):   # outside: the same steps in reverse order, wide spans first
+        _complete_step(w, True, n, single_root, kids, nk, split, pars, npar, arcid, R, C, I,
+                       mC, mI, buf)
+        _incomplete_step(w, True, n, single_root, arc, slot, width, arcid, sib_off,
+                         grand_off, gsib_off, sib, grand, gsib, use_sib, use_grand, use_gsib,
+                         kids, nk, split, pars, npar, R, C, I, S, mC, mI, mS, mu_arc, mu_sib,
+                         mu_grand, mu_gsib, buf, inner)
+        _sibling_step(w, True, n, single_root, pars, npar, arcid, C, S, mC, mS, buf)
     return logz
 
 

@@ -167,6 +167,29 @@ def _complete_spans(w, n, single_root, kids, nk, split, pars, npar, arcid, R, C,
                 bC[row, e] = arg
 
 
+@njit(cache=True, inline="always")
+def _inner_siblings(h, b, d, sb, W, arcid, slot, sib_off, sib, use_sib, kids, nk, split,
+                    C, S, inner):
+    """For the incomplete span h -> b (direction d): the value of b being h's first
+    child on that side (``C[h, b, h+d] + sib[h, h, b]``), and for each kept modifier
+    x of h strictly between h and b ``inner[x] = S[h, x, b] + sib[h, x, b]``.
+    Returns (first, start, stop): the x are ``kids[h, i]`` for i from start to stop
+    (exclusive) in steps of d."""
+    first = C[arcid[h, b], h + d]
+    if use_sib:
+        first += sib[sib_off[h] + slot[h, h] * W + sb]
+    start = split[h] if d == 1 else split[h] - 1
+    stop = start
+    while 0 <= stop < nk[h] and kids[h, stop] != b:
+        x = kids[h, stop]
+        v = S[arcid[h, x], b] if d == 1 else S[arcid[h, b], x]
+        if use_sib:
+            v += sib[sib_off[h] + slot[h, x] * W + sb]
+        inner[x] = v
+        stop += d
+    return first, start, stop
+
+
 @njit(cache=True)
 def _root_choice(arc, slot, width, arcid, sib_off, sib, use_sib, C, single_root):
     """(best score, root child) of the whole sentence; child -1 for multi-root."""
@@ -222,7 +245,6 @@ def _model1(arc, slot, width, arcid, sib_off, grand_off, gsib_off, sib, grand, g
                 continue
             W = width[h]
             s0 = slot[h, h]
-            i0 = split[h]
             for side in range(2):
                 d = 1 if side == 0 else -1
                 b = h + d * w
@@ -233,19 +255,9 @@ def _model1(arc, slot, width, arcid, sib_off, grand_off, gsib_off, sib, grand, g
                     continue
                 lo = min(h, b)
                 hi = max(h, b)
-                first = C[arcid[h, b], h + d]
-                if use_sib:
-                    first += sib[sib_off[h] + s0 * W + sb]
-                # h's kept modifiers x strictly between h and b, from h outwards
-                start = i0 if d == 1 else i0 - 1
-                stop = start
-                while 0 <= stop < nk[h] and kids[h, stop] != b:
-                    x = kids[h, stop]
-                    v = S[arcid[h, x], b] if d == 1 else S[arcid[h, b], x]
-                    if use_sib:
-                        v += sib[sib_off[h] + slot[h, x] * W + sb]
-                    inner[x] = v
-                    stop += d
+                first, start, stop = _inner_siblings(h, b, d, sb, W, arcid, slot, sib_off,
+                                                     sib, use_sib, kids, nk, split, C, S,
+                                                     inner)
                 ng = 1 if h == 0 else npar[h]
                 for j in range(ng):
                     a = -1

@@ -32,7 +32,7 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
-__all__ = ["TrainingData", "require_arc_factored", "require_marginals", "Learner", "LEARNERS", "get_learner", "decode",
+__all__ = ["TrainingData", "require_arc_factored", "require_marginals", "part_expectation", "Learner", "LEARNERS", "get_learner", "decode",
            "decode_kbest", "BatchLearner"]
 
 
@@ -56,12 +56,11 @@ class TrainingData:
         weights w over arcs and parts (required with ``parts``; the model owns
         pruning and the higher-order decoders); None: arc-factored decoding by
         ``projective``.
-    expectation: ``expectation(i, w, out, scale) -> log Z_i``: adds ``scale`` times
-        the expected arc and part features of sentence i under the distribution of w
-        over the trees the decoder searches (part marginals by inside-outside; the
-        model owns pruning) to ``out`` and returns that distribution's log partition
-        function. Given with ``parts`` whose marginals the model can compute (what
-        the marginal-based learners need beyond first order); None otherwise.
+    part_index: ``part_index(i) -> PartIndex``: the pruned arcs and part layout of
+        sentence i (:class:`~arboreal.inference.higher_order.PartIndex`; the model
+        owns pruning). Given with ``parts`` that have marginals (siblings,
+        grandparents, grand-siblings; projective decoding): what the marginal-based
+        learners need beyond first order (:func:`part_expectation`). None otherwise.
     """
 
     features: object
@@ -73,7 +72,7 @@ class TrainingData:
     extra: dict = field(default_factory=dict)
     parts: object | None = None
     decoder: Callable[[int, np.ndarray], np.ndarray] | None = None
-    expectation: Callable[[int, np.ndarray, np.ndarray, float], float] | None = None
+    part_index: Callable[[int], object] | None = None
 
     def __post_init__(self) -> None:
         if self.parts is not None and self.decoder is None:
@@ -94,13 +93,13 @@ class TrainingData:
         n = len(self.encoded)
         decoder = None if self.decoder is None else \
             (lambda i, w, _d=self.decoder: _d(keep[i], w))
-        expectation = None if self.expectation is None else \
-            (lambda i, w, out, scale, _e=self.expectation: _e(keep[i], w, out, scale))
+        part_index = None if self.part_index is None else \
+            (lambda i, _p=self.part_index: _p(keep[i]))
         extra = {k: [v[i] for i in keep] if isinstance(v, list) and len(v) == n else v
                  for k, v in self.extra.items()}
         return TrainingData(self.features, [self.encoded[i] for i in keep],
                             [self.heads[i] for i in keep], self.projective, self.single_root,
-                            self.progress, extra, self.parts, decoder, expectation)
+                            self.progress, extra, self.parts, decoder, part_index)
 
     def observed(self, out: np.ndarray, scale: float = 1.0) -> None:
         """``out += scale * sum_i F(x_i, y_i)``: the gold trees' arc and part features."""
@@ -172,10 +171,48 @@ def require_arc_factored(data: TrainingData, learner: str) -> None:
 
 
 def require_marginals(data: TrainingData, learner: str) -> None:
-    """ValueError unless ``data`` is arc-factored or its model gives part marginals."""
-    if not data.arc_factored and data.expectation is None:
+    """ValueError unless ``data`` is arc-factored or its parts have marginals."""
+    if not data.arc_factored and data.part_index is None:
         raise ValueError(f"learner {learner} needs part marginals, which these parts do not "
                          "have (first order, or second order: siblings and grandparents)")
+
+
+def part_scores(data: TrainingData, i: int, w: np.ndarray) -> tuple[np.ndarray, dict]:
+    """Arc scores (n+1, n+1) and flat part scores {kind: array or None} of sentence i
+    under w, in the layout of ``data.part_index(i)``."""
+    enc = data.encoded[i]
+    return (data.features.arc_scores(enc, w),
+            data.parts.part_scores(enc.codes, data.part_index(i), w, True))
+
+
+def part_marginals(data: TrainingData, i: int, arc: np.ndarray, parts: dict
+                   ) -> tuple[float, dict]:
+    """log Z and the marginals {"arc": (n+1, n+1), kind: flat} of sentence i's
+    projective trees over its pruned arcs under arc and part scores (the model's
+    decoder admitted the sentence within its memory budget; these charts take twice
+    the decoder's). O(K^2 n^2)."""
+    from arboreal.inference.higher_order import grand_sibling_marginals
+
+    return grand_sibling_marginals(arc, parts.get("sib"), parts.get("grand"),
+                                   parts.get("gsib"), single_root=data.single_root,
+                                   index=data.part_index(i))
+
+
+def accumulate_marginals(data: TrainingData, i: int, mu: dict, out: np.ndarray,
+                         scale: float) -> None:
+    """``out += scale * sum_part mu[part] f(part)`` over sentence i's arcs and parts."""
+    enc = data.encoded[i]
+    data.features.accumulate_dense(enc, mu["arc"], out, scale)
+    data.parts.accumulate_parts(enc.codes, data.part_index(i), mu, out, scale)
+
+
+def part_expectation(data: TrainingData, i: int, w: np.ndarray, out: np.ndarray,
+                     scale: float) -> float:
+    """``out += scale * E_w[F(x_i, y)]`` over sentence i's projective trees within its
+    pruned arcs, and log Z of that distribution (models with parts)."""
+    logz, mu = part_marginals(data, i, *part_scores(data, i, w))
+    accumulate_marginals(data, i, mu, out, scale)
+    return logz
 
 
 EpochCallback = Callable[[int, np.ndarray], None]

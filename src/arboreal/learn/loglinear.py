@@ -31,7 +31,8 @@ Higher-order parts (``arboreal train --order 2 --learner loglinear``): the same
 objective over the trees the model's decoder searches (projective trees over the
 pruned arcs), with log Z and the expected arc and part features from the model's
 inside-outside (:func:`arboreal.inference.higher_order.grand_sibling_marginals`
-through ``TrainingData.expectation``), one sentence at a time, L-BFGS only.
+through :func:`arboreal.learn.part_expectation`), one sentence at a time, L-BFGS
+only.
 
 Labels: this learner trains the unlabeled arc model; labels come from the parser's
 second-stage labeler, exactly as for the perceptron and MIRA (see docs/koo2007.md).
@@ -47,7 +48,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from arboreal.features.hashing import aligned_zeros, as_aligned
-from arboreal.learn import BatchLearner, TrainingData, require_marginals
+from arboreal.learn import BatchLearner, TrainingData, part_expectation, require_marginals
 
 __all__ = ["LogLinear", "loglinear_objective", "length_buckets", "ScoredBuckets"]
 
@@ -319,8 +320,8 @@ class LogLinear(BatchLearner):
         return self._run_lbfgs(fun, active, dim, epochs, on_epoch, state, self.name)
 
     def _fit_parts(self, data, epochs, on_epoch):
-        """L-BFGS over arc and part weights, the expectations from the model's part
-        marginals (``data.expectation``), one sentence at a time."""
+        """L-BFGS over arc and part weights, the expectations from the part marginals
+        of each sentence's pruned arcs (:func:`part_expectation`), one at a time."""
         dim = data.features.dim
         observed = np.zeros(dim)
         data.observed(observed)
@@ -329,7 +330,7 @@ class LogLinear(BatchLearner):
         touched = np.zeros(dim)
         zero = np.zeros(dim)
         for i in range(len(data)):
-            data.expectation(i, zero, touched, 1.0)
+            part_expectation(data, i, zero, touched, 1.0)
         active = np.flatnonzero((touched != 0.0) | (observed != 0.0))
         w = np.zeros(dim)
         state = {"epoch": 0, "t0": time.perf_counter()}
@@ -340,7 +341,7 @@ class LogLinear(BatchLearner):
             grad = w - self.C * observed
             value = 0.5 * float(x @ x) - self.C * float(w @ observed)
             for i in range(len(data)):
-                value += self.C * data.expectation(i, w, grad, self.C)
+                value += self.C * part_expectation(data, i, w, grad, self.C)
             state["last"] = value
             return value, grad[active]
 

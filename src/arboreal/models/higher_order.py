@@ -365,35 +365,14 @@ class HigherOrder:
         return decode_parts(arc, ps, index, self.kinds, self.projective, self.outer_only,
                             self.single_root)
 
-    #: part kinds whose marginals :meth:`expectation` computes
+    #: part kinds whose marginals exist here (inside-outside over Model 1's spans)
     MARGINAL_KINDS = frozenset({"sib", "grand", "gsib"})
 
     @property
     def has_marginals(self) -> bool:
-        """Whether :meth:`expectation` works for these parts (projective decoding, no
-        tri-siblings)."""
+        """Whether these parts have marginals (no tri-siblings): the marginal-based
+        learners can train them (projective decoding)."""
         return set(self.kinds) <= self.MARGINAL_KINDS
-
-    def expectation(self, enc, index: PartIndex, w: np.ndarray, out: np.ndarray,
-                    scale: float) -> float:
-        """``out += scale * E[F]`` (the expected arc and part features of one sentence
-        under weights w, over the projective trees of its pruned arcs) and log Z of
-        that distribution. ``index``: the sentence's compact PartIndex. The charts
-        (twice the decoder's) fit within twice the memory budget, which the decoder's
-        admission of the sentence guarantees. O(K^2 n^2)."""
-        from arboreal.inference.higher_order import grand_sibling_marginals
-
-        if not self.has_marginals:
-            raise ValueError(f"no marginals for part kinds {', '.join(self.kinds)}")
-        arc = self.features.arc_scores(enc, w)
-        ps = self.parts.part_scores(enc.codes, index, w, True)
-        budget = None if self.memory_budget is None else 2 * self.memory_budget
-        logz, mu = grand_sibling_marginals(arc, ps["sib"], ps["grand"], ps["gsib"],
-                                           single_root=self.single_root, index=index,
-                                           memory_budget=budget)
-        self.features.accumulate_dense(enc, mu["arc"], out, scale)
-        self.parts.accumulate_parts(enc.codes, index, mu, out, scale)
-        return logz
 
     def decode_all(self, encs: list, w: np.ndarray,
                    masks: list | None = None) -> list[np.ndarray]:

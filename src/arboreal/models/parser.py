@@ -137,7 +137,7 @@ def _train_higher_order(fs: FeatureSet, enc: list, heads: list, arc_heads: list,
     higher-order options with their defaults), the pruning masks of the training
     sentences (gold arcs ``arc_heads`` kept) and which of them fit the memory budget.
     Returns ``(HigherOrder, the indices of the training sentences of the epochs, their
-    encodings and arc-model heads, their decoder (i, w) -> heads, their expectation
+    encodings and arc-model heads, their decoder (i, w) -> heads, their part_index
     (see TrainingData; None when the parts have no marginals), the pruning facts for
     the model's metadata)``."""
     options = dict(options)
@@ -170,17 +170,17 @@ def _train_higher_order(fs: FeatureSet, enc: list, heads: list, arc_heads: list,
     def decode(i: int, w: np.ndarray) -> np.ndarray:
         return ho.decode(fit_enc[i], fit_masks[i], w)
 
-    expectation = None
+    part_index = None
     if ho.has_marginals and projective:
         indexes: dict[int, PartIndex] = {}   # built on first use, kept for the epochs
 
-        def expectation(i: int, w: np.ndarray, out: np.ndarray, scale: float) -> float:
+        def part_index(i: int) -> PartIndex:
             index = indexes.get(i)
             if index is None:
                 index = indexes[i] = PartIndex.compact(fit_masks[i])
-            return ho.expectation(fit_enc[i], index, w, out, scale)
+            return index
 
-    return ho, fit, fit_enc, [arc_heads[i] for i in fit], decode, expectation, pruning
+    return ho, fit, fit_enc, [arc_heads[i] for i in fit], decode, part_index, pruning
 
 
 def _held_out_split(n: int, seed: int) -> tuple[list[int], list[int]]:
@@ -452,7 +452,7 @@ class Parser(PipelineMixin):
         dev_enc = fs.encode(dev) if dev else None
         dev_masks = None
         t_pruner = 0.0
-        data_enc, data_decoder, data_expectation = enc, None, None
+        data_enc, data_decoder, data_part_index = enc, None, None
         data_rows = list(range(len(enc)))   # the training sentence of each data row
         pruning: dict = {}
         if kinds:
@@ -461,9 +461,10 @@ class Parser(PipelineMixin):
             if dev_enc is not None:
                 tune_on = (dev_enc, [np.asarray(s.heads, dtype=np.int64) for s in dev])
             parser.higher_order, data_rows, data_enc, arc_heads, data_decoder, \
-                data_expectation, pruning = _train_higher_order(fs, enc, heads, arc_heads, kinds, epochs, seed, single_root,
-                                    train_decoder == "eisner", part_templates,
-                                    {**HIGHER_ORDER_OPTIONS, **ho_options}, tune_on, log)
+                data_part_index, pruning = _train_higher_order(
+                    fs, enc, heads, arc_heads, kinds, epochs, seed, single_root,
+                    train_decoder == "eisner", part_templates,
+                    {**HIGHER_ORDER_OPTIONS, **ho_options}, tune_on, log)
             parser.train_skipped = len(enc) - len(data_enc)
             if dev_enc is not None:
                 dev_masks = parser.higher_order.masks(dev_enc)
@@ -514,7 +515,7 @@ class Parser(PipelineMixin):
         data = TrainingData(fs, data_enc, arc_heads, projective=(train_decoder == "eisner"),
                             single_root=single_root, progress=progress, extra=extra,
                             parts=parser.higher_order.parts if kinds else None,
-                            decoder=data_decoder, expectation=data_expectation)
+                            decoder=data_decoder, part_index=data_part_index)
         t0 = time.perf_counter()
         clock[0], clock[1] = t0, time.process_time()
         selection = None

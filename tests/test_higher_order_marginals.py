@@ -208,12 +208,15 @@ def test_expected_features_are_the_gradient_of_log_z(small_model):
         assert np.isfinite(logz)
 
 
-def test_loglinear_trains_order_2(tmp_path):
-    """arboreal's log-linear learner at order 2 learns (held-out UAS well above the
-    untrained model's, which is the pruner's alone), and a saved model parses the same."""
+@pytest.mark.parametrize("learner,C", [("loglinear", 1.0), ("eg", 0.03)])
+def test_marginal_learners_train_order_2(tmp_path, learner, C):
+    """arboreal's log-linear and EG learners at order 2 learn (held-out UAS well above
+    the untrained model's, which is the pruner's alone), and a saved model parses the
+    same; EG's dual never falls."""
     from pathlib import Path
 
     from arboreal.io.conllu import read_conllu
+    from arboreal.learn.eg import ExponentiatedGradient
     from arboreal.models import Parser, load_model
 
     sample = Path(__file__).resolve().parents[1] / "data" / "sample"
@@ -224,11 +227,25 @@ def test_loglinear_trains_order_2(tmp_path):
     def uas(model):
         return (np.concatenate([h[1:] for h in model.predict_heads(test)]) == gold).mean()
 
-    model = Parser.train(train, order=2, learner="loglinear", epochs=10, C=1.0, hash_bits=16)
+    duals = []
+    fit = ExponentiatedGradient.fit
+
+    def spy(self, *args, **kw):
+        w = fit(self, *args, **kw)
+        duals.extend(r["dual"] for r in self.history)
+        return w
+
+    ExponentiatedGradient.fit = spy
+    try:
+        model = Parser.train(train, order=2, learner=learner, epochs=8, C=C, hash_bits=16)
+    finally:
+        ExponentiatedGradient.fit = fit
     untrained = Parser.train(train, order=2, learner="loglinear", epochs=1, C=1e-6,
                              hash_bits=16)
-    assert model.meta["training"]["learner"] == "loglinear"
+    assert model.meta["training"]["learner"] == learner
     assert uas(model) > uas(untrained) + 0.03
+    if learner == "eg":
+        assert len(duals) == 8 and np.all(np.diff(duals) >= -1e-9 * abs(duals[-1]))
     model.save(tmp_path / "m.model")
     again = load_model(tmp_path / "m.model")
     assert all(np.array_equal(a, b) for a, b in

@@ -243,12 +243,12 @@ def test_unsupported_higher_order_learner_is_a_clear_error(tmp_path, capsys):
     from arboreal.cli import main
 
     train = read_conllu(SAMPLE / "en_ewt-sample-train.conllu")[:5]
-    with pytest.raises(ArborealError, match="learner 'eg' is not supported"):
-        Parser.train(train, order=2, learner="eg")
+    with pytest.raises(ArborealError, match="learner 'local-margin' is not supported"):
+        Parser.train(train, order=2, learner="local-margin")
     assert main(["train", str(SAMPLE / "en_ewt-sample-train.conllu"), "--order", "2",
-                 "--learner", "eg", "-o", str(tmp_path / "m.npz"), "--quiet"]) == 2
+                 "--learner", "local-margin", "-o", str(tmp_path / "m.npz"), "--quiet"]) == 2
     err = capsys.readouterr().err
-    assert "learner 'eg' is not supported with --order 2/3" in err
+    assert "learner 'local-margin' is not supported with --order 2/3" in err
     assert "Traceback" not in err
     # log-linear training has marginals at order 2, not with tri-siblings
     assert main(["train", str(SAMPLE / "en_ewt-sample-train.conllu"), "--order", "3",

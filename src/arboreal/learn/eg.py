@@ -41,6 +41,13 @@ Implementation notes:
   pass by loss-augmented decoding (Eisner or Chu-Liu-Edmonds on w . f + 1 - I), and
   the duality gap L(w) - Q >= 0 is reported.
 
+Higher-order parts (``arboreal train --order 2 --learner eg``): the same dual over
+the projective trees of each sentence's pruned arcs, theta over its arcs and parts
+(siblings, grandparents, grand-siblings), the loss on arcs only, marginals by
+inside-outside (:func:`arboreal.learn.part_marginals`); the per-sentence rates and
+the exact change of the dual as above. The primal (loss-augmented decoding) is not
+evaluated there.
+
 Labels: the arc model only; the parser's second-stage labeler assigns labels.
 """
 from __future__ import annotations
@@ -53,7 +60,8 @@ from numba import njit
 
 from arboreal.features.hashing import aligned_zeros
 from arboreal.inference.partition import sentence_marginals_kernel
-from arboreal.learn import BatchLearner, TrainingData, require_arc_factored
+from arboreal.learn import (BatchLearner, TrainingData, accumulate_marginals, part_marginals,
+                            part_scores, require_marginals)
 from arboreal.learn.loglinear import ScoredBuckets, accumulate_dense, batch_marginals
 
 __all__ = ["ExponentiatedGradient", "primal_objective"]
@@ -169,6 +177,11 @@ class ExponentiatedGradient(BatchLearner):
     """
 
     name = "eg"
+    #: trains second-order models too (siblings, grandparents, grand-siblings: their
+    #: marginals by inside-outside over the model's pruned arcs)
+    trains_parts = True
+    #: a distribution over trees: gold trees must be among the trees it covers
+    marginal_based = True
     #: C values ``arboreal train`` chooses among on held-out data when none is given
     #: (EG's usable step shrinks like 1 / C^2, so its grid sits below log-linear's;
     #: docs/koo2007.md)
@@ -197,53 +210,14 @@ class ExponentiatedGradient(BatchLearner):
     def fit(self, data: TrainingData, epochs: int,
             on_epoch: Callable[[int, np.ndarray], None] | None = None,
             seed: int = 0) -> np.ndarray:
-        require_arc_factored(data, "eg")
+        require_marginals(data, self.name)
         C = self.C
-        fs = data.features
-        proj, sroot = data.projective, data.single_root
-        sb = ScoredBuckets(data)
-        L = sb.lengths
-        size = (L + 1) ** 2
-        offsets = np.concatenate([[0], np.cumsum(size)]).astype(np.int64)
-        theta = np.zeros(int(offsets[-1]), dtype=np.float32)
-        mu = np.zeros(int(offsets[-1]), dtype=np.float64)
-        gold_idx = []
-        for i, h in enumerate(sb.heads):
-            n = L[i]
-            idx = offsets[i] + h[1:] * (n + 1) + np.arange(1, n + 1)
-            gold_idx.append(idx)
-        all_gold = np.concatenate(gold_idx) if gold_idx else np.zeros(0, dtype=np.int64)
-        theta[all_gold] = self.beta
-        valid = {}  # n -> bool (n+1, n+1) of scoreable arcs
-
-        def valid_mask(n):
-            m = valid.get(n)
-            if m is None:
-                m = np.ones((n + 1, n + 1), dtype=bool)
-                m[:, 0] = False
-                np.fill_diagonal(m, False)
-                valid[n] = m
-            return m
-
-        # initial marginals (batched per bucket) and w = C sum_i (I - mu_i) f
         t_init, c_init = time.perf_counter(), time.process_time()
-        w = aligned_zeros(fs.dim, np.float64)   # cache-line aligned weight blocks
-        for bucket in sb.buckets:
-            N = int(L[bucket].max())
-            T = np.zeros((len(bucket), N + 1, N + 1))
-            for b, i in enumerate(bucket):
-                n = L[i]
-                T[b, : n + 1, : n + 1] = theta[offsets[i]: offsets[i + 1]].reshape(n + 1, n + 1)
-            M = batch_marginals(T, L[bucket], proj, sroot)
-            coef = np.empty_like(M)
-            for b, i in enumerate(bucket):
-                n = L[i]
-                mb = np.where(valid_mask(n), M[b, : n + 1, : n + 1], 0.0)
-                mu[offsets[i]: offsets[i + 1]] = mb.ravel()
-                coef[b, : n + 1, : n + 1] = -mb
-                coef[b, sb.heads[i][1:], np.arange(1, n + 1)] += 1.0
-            sb.accumulate(bucket, coef, w, C)
-
+        w = aligned_zeros(data.features.dim, np.float64)   # cache-line aligned weight blocks
+        # the dual variables; initial marginals and w = C sum_i (I - mu_i) f
+        state = _ArcDual(data, self.beta) if data.arc_factored else _PartDual(data, self.beta)
+        gold_mass = state.init(w, C)
+        L = np.array([len(h) - 1 for h in data.heads], dtype=np.int64)
         n_words = float(L.sum())
         self.init_seconds = time.perf_counter() - t_init
         self.init_cpu_seconds = time.process_time() - c_init
@@ -254,8 +228,9 @@ class ExponentiatedGradient(BatchLearner):
         self.history = []
         t0, c0 = time.perf_counter(), time.process_time()
         nonempty = np.flatnonzero(L > 0)
-        gold_mass = float(mu[all_gold].sum())
         ww = float(w @ w)
+        # the primal needs loss-augmented decoding: arc-factored models only
+        primal = self.primal and data.arc_factored
 
         def dual() -> float:
             return C * (n_words - gold_mass) - 0.5 * ww
@@ -264,26 +239,20 @@ class ExponentiatedGradient(BatchLearner):
             """Figure 2's step on sentence i at its own rate, halved until the dual
             rises; returns (gold-mass change, w.d, d.d, halvings), halvings =
             MAX_HALVINGS when no step was taken."""
-            n, lo, hi = int(L[i]), offsets[i], offsets[i + 1]
-            enc = data.encoded[i]
-            s = fs.arc_scores(enc, w)
-            coef = np.empty((n + 1, n + 1))
+            scores = state.scores(i, w)
             for halvings in range(MAX_HALVINGS):
-                saved = theta[lo:hi].copy(), mu[lo:hi].copy()
-                delta = _eg_sentence_step(s, theta, mu, lo, sb.heads[i], rates[i] * C,
-                                          proj, sroot, coef)
-                if np.isnan(delta):
-                    raise ValueError("EG: arc scores are not finite (diverged weights?)")
+                saved = state.save(i)
+                delta, coef = state.step(i, scores, rates[i] * C)
                 # d = C sum coef f: w.d from the scores at w, (w + d).d from those at
                 # w + d, so the dual's change is exact without a pass over w
-                wd = C * float((coef * s).sum())
-                accumulate_dense(fs, enc, coef, w, C)
-                dd = C * float((coef * fs.arc_scores(enc, w)).sum()) - wd
+                wd = C * state.dot(coef, scores)
+                state.accumulate(i, coef, w, C)
+                dd = C * state.dot(coef, state.scores(i, w)) - wd
                 if -C * delta - wd - 0.5 * dd >= 0.0:
                     rates[i] *= self.growth
                     return delta, wd, dd, halvings
-                accumulate_dense(fs, enc, coef, w, -C)
-                theta[lo:hi], mu[lo:hi] = saved
+                state.accumulate(i, coef, w, -C)
+                state.restore(i, saved)
                 rates[i] /= 2.0
             return 0.0, 0.0, 0.0, MAX_HALVINGS
 
@@ -308,8 +277,9 @@ class ExponentiatedGradient(BatchLearner):
                    "seconds": time.perf_counter() - t0,
                    "cpu_seconds": time.process_time() - c0}
             q = q_new
-            if self.primal:
-                p, _ = primal_objective(sb, w, C, proj, sroot)
+            if primal:
+                p, _ = primal_objective(state.buckets, w, C, data.projective,
+                                        data.single_root)
                 rec["primal"] = p
                 self._log(f"eg pass {e}: dual {q:.6g}  primal {p:.6g}  gap {p - q:.4g}  "
                           f"median eta {rec['eta']:g}  ({rec['seconds']:.1f} s)")
@@ -319,5 +289,147 @@ class ExponentiatedGradient(BatchLearner):
             self.history.append(rec)
             if on_epoch is not None:
                 on_epoch(e, w)
-        self.theta, self.offsets, self.rates = theta, offsets, rates
+        self.theta, self.rates = state.theta, rates
+        self.offsets = getattr(state, "offsets", None)
         return w
+
+
+class _ArcDual:
+    """EG's dual variables of an arc-factored model: theta and its marginals mu of
+    every sentence's (n+1)^2 arcs in two flat arrays (float32 / float64)."""
+
+    def __init__(self, data: TrainingData, beta: float):
+        self.data = data
+        self.buckets = sb = ScoredBuckets(data)
+        L = sb.lengths
+        self.offsets = np.concatenate([[0], np.cumsum((L + 1) ** 2)]).astype(np.int64)
+        self.theta = np.zeros(int(self.offsets[-1]), dtype=np.float32)
+        self.mu = np.zeros(int(self.offsets[-1]), dtype=np.float64)
+        self.gold = np.concatenate([self.offsets[i] + h[1:] * (L[i] + 1) + np.arange(1, L[i] + 1)
+                                    for i, h in enumerate(sb.heads)] or [np.zeros(0, np.int64)])
+        self.theta[self.gold] = beta
+
+    def init(self, w: np.ndarray, C: float) -> float:
+        """Marginals of the initial theta (batched per length bucket), ``w += C sum_i
+        (I - mu_i) f``; returns the gold arcs' mass."""
+        sb, L, off = self.buckets, self.buckets.lengths, self.offsets
+        for bucket in sb.buckets:
+            N = int(L[bucket].max())
+            T = np.zeros((len(bucket), N + 1, N + 1))
+            for b, i in enumerate(bucket):
+                n = L[i]
+                T[b, : n + 1, : n + 1] = self.theta[off[i]: off[i + 1]].reshape(n + 1, n + 1)
+            M = batch_marginals(T, L[bucket], self.data.projective, self.data.single_root)
+            coef = np.empty_like(M)
+            for b, i in enumerate(bucket):
+                n = L[i]
+                mb = M[b, : n + 1, : n + 1].copy()
+                mb[:, 0] = 0.0
+                np.fill_diagonal(mb, 0.0)
+                self.mu[off[i]: off[i + 1]] = mb.ravel()
+                coef[b, : n + 1, : n + 1] = -mb
+                coef[b, sb.heads[i][1:], np.arange(1, n + 1)] += 1.0
+            sb.accumulate(bucket, coef, w, C)
+        return float(self.mu[self.gold].sum())
+
+    def scores(self, i: int, w: np.ndarray) -> np.ndarray:
+        return self.data.features.arc_scores(self.data.encoded[i], w)
+
+    def save(self, i: int) -> tuple:
+        lo, hi = self.offsets[i], self.offsets[i + 1]
+        return self.theta[lo:hi].copy(), self.mu[lo:hi].copy()
+
+    def restore(self, i: int, saved: tuple) -> None:
+        lo, hi = self.offsets[i], self.offsets[i + 1]
+        self.theta[lo:hi], self.mu[lo:hi] = saved
+
+    def step(self, i: int, s: np.ndarray, step: float) -> tuple[float, np.ndarray]:
+        n = s.shape[0] - 1
+        coef = np.empty((n + 1, n + 1))
+        delta = _eg_sentence_step(s, self.theta, self.mu, self.offsets[i],
+                                  self.buckets.heads[i], step, self.data.projective,
+                                  self.data.single_root, coef)
+        if np.isnan(delta):
+            raise ValueError("EG: arc scores are not finite (diverged weights?)")
+        return delta, coef
+
+    @staticmethod
+    def dot(coef: np.ndarray, s: np.ndarray) -> float:
+        return float((coef * s).sum())
+
+    def accumulate(self, i: int, coef: np.ndarray, w: np.ndarray, scale: float) -> None:
+        accumulate_dense(self.data.features, self.data.encoded[i], coef, w, scale)
+
+
+class _PartDual:
+    """EG's dual variables of a model with parts (siblings, grandparents,
+    grand-siblings): per sentence, theta and its marginals over the arcs and parts of
+    its pruned PartIndex (``{"arc": (n+1, n+1), kind: flat}``, float64). The loss is on
+    arcs only (a part's theta moves by its score, an arc's by its score + 1 - I);
+    marginals by inside-outside (:func:`arboreal.learn.part_marginals`). Memory: two
+    float64 values per kept arc and part of every sentence."""
+
+    def __init__(self, data: TrainingData, beta: float):
+        self.data = data
+        self.beta = beta
+        self.theta: list[dict] = []
+        self.mu: list[dict] = []
+        self.loss: list[np.ndarray] = []   # 1 - I on each arc
+
+    def init(self, w: np.ndarray, C: float) -> float:
+        data, gold_mass = self.data, 0.0
+        for i, heads in enumerate(data.heads):
+            n = len(heads) - 1
+            enc = data.encoded[i]
+            index = data.part_index(i)
+            loss = np.ones((n + 1, n + 1))
+            loss[heads[1:], np.arange(1, n + 1)] = 0.0
+            theta = {"arc": self.beta * (1.0 - loss)}
+            for k, size in (("sib", index.n_sib), ("grand", index.n_grand),
+                            ("gsib", index.n_gsib)):
+                if k in data.parts.parts:
+                    theta[k] = np.zeros(size)
+            mu = part_marginals(data, i, theta["arc"], theta)[1] if n else \
+                {k: np.zeros_like(v) for k, v in theta.items()}
+            self.theta.append(theta)
+            self.mu.append(mu)
+            self.loss.append(loss)
+            gold_mass += float(mu["arc"][heads[1:], np.arange(1, n + 1)].sum())
+            data.features.accumulate_tree(enc, heads, w, C)
+            data.parts.accumulate_tree(enc.codes, heads, w, C)
+            if n:
+                accumulate_marginals(data, i, mu, w, -C)
+        return gold_mass
+
+    def scores(self, i: int, w: np.ndarray) -> dict:
+        arc, parts = part_scores(self.data, i, w)
+        return {"arc": arc, **{k: v for k, v in parts.items() if v is not None}}
+
+    def save(self, i: int) -> tuple:
+        return self.theta[i], self.mu[i]
+
+    def restore(self, i: int, saved: tuple) -> None:
+        self.theta[i], self.mu[i] = saved
+
+    def step(self, i: int, scores: dict, step: float) -> tuple[float, dict]:
+        old_theta, old_mu = self.theta[i], self.mu[i]
+        theta = {k: v + step * scores[k] for k, v in old_theta.items()}
+        theta["arc"] += step * self.loss[i]
+        # every word has exactly one head: shifting a column leaves the distribution
+        arc = theta["arc"]
+        arc -= np.where(self.data.part_index(i).allowed, arc, -np.inf).max(axis=0,
+                                                                            initial=-np.inf)
+        arc[:, 0] = 0.0
+        _, mu = part_marginals(self.data, i, arc, theta)
+        self.theta[i], self.mu[i] = theta, mu
+        heads = self.data.heads[i]
+        gold = (heads[1:], np.arange(1, len(heads)))
+        delta = float(mu["arc"][gold].sum() - old_mu["arc"][gold].sum())
+        return delta, {k: old_mu[k] - mu[k] for k in mu}
+
+    @staticmethod
+    def dot(coef: dict, scores: dict) -> float:
+        return float(sum((coef[k] * scores[k]).sum() for k in coef))
+
+    def accumulate(self, i: int, coef: dict, w: np.ndarray, scale: float) -> None:
+        accumulate_marginals(self.data, i, coef, w, scale)

@@ -365,7 +365,7 @@ class Parser(PipelineMixin):
         if kinds and not getattr(learn, "trains_parts", False):
             raise ArborealError(f"learner {learner!r} is not supported with --order 2/3; "
                                 "choose from perceptron, mira, kbest-mira (1-best there), "
-                                "loglinear (order 2)")
+                                "loglinear, eg (order 2)")
         # a learner of probabilities needs gold trees its distribution covers: at higher
         # orders the projective trees of the model's decoder
         marginal_based = bool(getattr(learn, "marginal_based", False))

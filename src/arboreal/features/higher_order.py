@@ -198,77 +198,85 @@ def _col(p, h, none):
     return none if p == h else p + 1
 
 
-@njit(cache=True)
-def part_scores_kernel(slot, width, arcid, sib_off, grand_off, gsib_off, tri_off,
-                       w, bits, Gsib, Ggrand, Ggsib, Gtri, use_sib, use_grand, use_gsib,
-                       use_tri, projective, sib_out, grand_out, gsib_out, tri_out,
-                       adjoint, acc):
-    """Fill the compact flat score arrays of every part the decoders can read
-    (``projective``: only grandparents outside the span of h -> m, the only ones a
-    projective tree can have). G*: :func:`part_hashes` of each kind.
+def _part_enumeration(adjoint: bool):
+    """The kernel that enumerates every part the decoders can read (``projective``:
+    only grandparents outside the span of h -> m, the only ones a projective tree can
+    have; G*: :func:`part_hashes` of each kind) and either fills the compact flat
+    score arrays (``adjoint=False``: :data:`part_scores_kernel`) or runs the adjoint
+    (``adjoint=True``: :data:`part_adjoint_kernel`; the ``*_out`` arrays then hold
+    coefficients, e.g. part marginals, ``acc += sum_part coef[part] f(part)``, w is
+    not read). ``adjoint`` is a compile-time constant of each kernel, so the scoring
+    kernel carries no trace of the adjoint."""
 
-    ``adjoint=True``: the same enumeration gives the adjoint: the ``*_out`` arrays
-    hold coefficients (e.g. part marginals) and ``acc += sum_part coef[part] f(part)``
-    (expected feature counts); w is not read."""
-    n = slot.shape[0] - 1
-    none = n + 2
-    shift = np.uint64(64 - bits)
-    kids = np.empty(n + 1, dtype=np.int64)
-    pars = np.empty(n + 1, dtype=np.int64)
-    for h in range(n + 1):
-        W = width[h]
-        nk = 0
-        for m in range(1, n + 1):
-            if m != h and slot[h, m] >= 0:
-                kids[nk] = m
-                nk += 1
-        npar = 0   # h's kept heads (grandparents of h's modifiers)
-        for g in range(n + 1):
-            if arcid[g, h] >= 0:
-                pars[npar] = g
-                npar += 1
-        for ib in range(nk):
-            b = kids[ib]
-            sb = slot[h, b]
-            lo = min(h, b)
-            hi = max(h, b)
-            # inner siblings a: h itself, then kept modifiers strictly between h and b
-            for ia in range(-1, nk):
-                if ia >= 0:
-                    a = kids[ia]
-                    if not (lo < a < hi):
-                        continue
-                else:
-                    a = h
-                sa = slot[h, a]
-                ca = _col(a, h, none)
-                if use_sib:
-                    _part(Gsib, h + 1, b + 1, ca, 0, 0, _dir(h, b), b - a, shift, w,
-                          sib_out, sib_off[h] + sa * W + sb, adjoint, acc)
-                if use_tri and a != h:
-                    for ix in range(-1, nk):
-                        if ix >= 0:
-                            x = kids[ix]
-                            if not (min(h, a) < x < max(h, a)):
-                                continue
-                        else:
-                            x = h
-                        _part(Gtri, h + 1, b + 1, ca, 0, _col(x, h, none), _dir(h, b), b - a,
-                              shift, w, tri_out, tri_off[h] + (slot[h, x] * W + sa) * W + sb,
-                              adjoint, acc)
-                if h > 0 and (use_gsib or (use_grand and a == h)):
-                    for j in range(npar):
-                        g = pars[j]
-                        ag = arcid[g, h]
-                        if g == b or (projective and lo <= g <= hi):
+    @njit(cache=True)
+    def kernel(slot, width, arcid, sib_off, grand_off, gsib_off, tri_off, w, bits, Gsib,
+               Ggrand, Ggsib, Gtri, use_sib, use_grand, use_gsib, use_tri, projective,
+               sib_out, grand_out, gsib_out, tri_out, acc):
+        n = slot.shape[0] - 1
+        none = n + 2
+        shift = np.uint64(64 - bits)
+        kids = np.empty(n + 1, dtype=np.int64)
+        pars = np.empty(n + 1, dtype=np.int64)
+        for h in range(n + 1):
+            W = width[h]
+            nk = 0
+            for m in range(1, n + 1):
+                if m != h and slot[h, m] >= 0:
+                    kids[nk] = m
+                    nk += 1
+            npar = 0   # h's kept heads (grandparents of h's modifiers)
+            for g in range(n + 1):
+                if arcid[g, h] >= 0:
+                    pars[npar] = g
+                    npar += 1
+            for ib in range(nk):
+                b = kids[ib]
+                sb = slot[h, b]
+                lo = min(h, b)
+                hi = max(h, b)
+                # inner siblings a: h itself, then kept modifiers strictly between h and b
+                for ia in range(-1, nk):
+                    if ia >= 0:
+                        a = kids[ia]
+                        if not (lo < a < hi):
                             continue
-                        tag = _dir(g, h) * 4 + _dir(h, b)
-                        if use_grand and a == h:
-                            _part(Ggrand, h + 1, b + 1, 0, g + 1, 0, tag, b - h, shift, w,
-                                  grand_out, grand_off[ag] + sb, adjoint, acc)
-                        if use_gsib:
-                            _part(Ggsib, h + 1, b + 1, ca, g + 1, 0, tag, b - a, shift, w,
-                                  gsib_out, gsib_off[ag] + sa * W + sb, adjoint, acc)
+                    else:
+                        a = h
+                    sa = slot[h, a]
+                    ca = _col(a, h, none)
+                    if use_sib:
+                        _part(Gsib, h + 1, b + 1, ca, 0, 0, _dir(h, b), b - a, shift, w,
+                              sib_out, sib_off[h] + sa * W + sb, adjoint, acc)
+                    if use_tri and a != h:
+                        for ix in range(-1, nk):
+                            if ix >= 0:
+                                x = kids[ix]
+                                if not (min(h, a) < x < max(h, a)):
+                                    continue
+                            else:
+                                x = h
+                            _part(Gtri, h + 1, b + 1, ca, 0, _col(x, h, none), _dir(h, b), b - a,
+                                  shift, w, tri_out, tri_off[h] + (slot[h, x] * W + sa) * W + sb,
+                                  adjoint, acc)
+                    if h > 0 and (use_gsib or (use_grand and a == h)):
+                        for j in range(npar):
+                            g = pars[j]
+                            ag = arcid[g, h]
+                            if g == b or (projective and lo <= g <= hi):
+                                continue
+                            tag = _dir(g, h) * 4 + _dir(h, b)
+                            if use_grand and a == h:
+                                _part(Ggrand, h + 1, b + 1, 0, g + 1, 0, tag, b - h, shift, w,
+                                      grand_out, grand_off[ag] + sb, adjoint, acc)
+                            if use_gsib:
+                                _part(Ggsib, h + 1, b + 1, ca, g + 1, 0, tag, b - a, shift, w,
+                                      gsib_out, gsib_off[ag] + sa * W + sb, adjoint, acc)
+
+    return kernel
+
+
+part_scores_kernel = _part_enumeration(False)
+part_adjoint_kernel = _part_enumeration(True)
 
 
 @njit(cache=True)
@@ -388,7 +396,7 @@ class HigherOrderFeatures:
         gsib = np.zeros(index.n_gsib) if ugs else _UNUSED
         tri = np.zeros(index.n_tri) if ut else _UNUSED
         part_scores_kernel(*index.tables(), w, self.bits, *self.hashes(codes), us, ug, ugs, ut,
-                           bool(projective), sib, grand, gsib, tri, False, _UNUSED)
+                           bool(projective), sib, grand, gsib, tri, _UNUSED)
         return {"sib": sib if us else None, "grand": grand if ug else None,
                 "gsib": gsib if ugs else None, "trisib": tri if ut else None}
 
@@ -410,8 +418,8 @@ class HigherOrderFeatures:
                 raise ValueError(f"{k} coefficients: expected {size} values, got {c.size}")
             arrays.append(c)
             flags.append(True)
-        part_scores_kernel(*index.tables(), _UNUSED, self.bits, *self.hashes(codes), *flags,
-                           bool(projective), *arrays, True, out)
+        part_adjoint_kernel(*index.tables(), _UNUSED, self.bits, *self.hashes(codes), *flags,
+                            bool(projective), *arrays, out)
 
     def tree_ids(self, codes: np.ndarray, heads: np.ndarray) -> np.ndarray:
         """Explicit ids (int64, repeats kept) of every higher-order feature of the

@@ -100,9 +100,14 @@ def report(runs: Path, langs: list[str], learners: list[str], order: int = 1) ->
     base = "perceptron" + suffix
     res = {(r["lang"], r["learner"]): r for lang in langs for learner in learners
            if (p := runs / lang / f"{learner}.json").exists() for r in [json.loads(p.read_text())]}
+    # beside a higher order, the first-order runs of the same learners (if made)
+    first = [] if order == 1 else [learner[: -len(suffix)] for learner in learners]
+    res.update({(r["lang"], r["learner"]): r for lang in langs for learner in first
+                if (p := runs / lang / f"{learner}.json").exists()
+                for r in [json.loads(p.read_text())]})
     head = "| learner | " + " | ".join(langs) + " | average |"
     lines = [head, "|---|" + "---:|" * (len(langs) + 1)]
-    for learner in learners:
+    for learner in first + learners:
         vals = [res.get((lang, learner), {}).get("uas") for lang in langs]
         avg = f"**{np.mean(vals):.2f}**" if all(v is not None for v in vals) else "-"
         lines.append(f"| {learner} | " + " | ".join("-" if v is None else f"{v:.2f}"

@@ -131,6 +131,40 @@ def test_jackknife_tags_each_fold_with_a_tagger_that_did_not_see_it(sample):
     assert (np.concatenate([s.heads for s in out]) == np.concatenate([s.heads for s in data])).all()
 
 
+@pytest.mark.parametrize("parser_tags", ["predicted", "both"])
+def test_the_pipeline_parser_trains_on_the_tags_asked_for(sample, parser_tags):
+    from arboreal.models import Parser
+    from arboreal.models.pipeline import train_pipeline
+
+    train = sample[0][:120]
+    seen = []
+
+    def train_parser(sentences, dev):
+        seen.extend(sentences)
+        return Parser.train(sentences, None, epochs=1, hash_bits=16)
+
+    model = train_pipeline(train, None, train_parser, tokenizer=False, folds=3, tagger_epochs=2,
+                           parser_tags=parser_tags)
+    jackknifed = seen[:len(train)]
+    # the first copy: tags of fold taggers (some differ from the treebank's), same trees
+    assert any((a.upos != b.upos).any() for a, b in zip(jackknifed, train))
+    assert all((a.heads == b.heads).all() for a, b in zip(jackknifed, train))
+    if parser_tags == "both":   # then every sentence again with the treebank's own tags
+        assert len(seen) == 2 * len(train)
+        assert all(a is b for a, b in zip(seen[len(train):], train))
+    else:
+        assert len(seen) == len(train)
+    assert model.tagger.meta["parser_tags"] == parser_tags
+
+
+def test_the_pipeline_refuses_unknown_parser_tags(sample):
+    from arboreal.models.pipeline import train_pipeline
+
+    with pytest.raises(ArborealError, match="parser tags must be one of predicted, both"):
+        train_pipeline(sample[0][:60], None, lambda s, d: None, tokenizer=False,
+                       parser_tags="gold")
+
+
 # ---------------------------------------------------------------- models and the CLI
 @pytest.fixture(scope="module")
 def files(tmp_path_factory, sample):

@@ -107,6 +107,11 @@ def add_parser(subparsers) -> None:
                         "for parsing raw text)")
     p.add_argument("--jackknife", type=_positive, default=None, metavar="K",
                    help="folds of the jackknifed training tags (default 5)")
+    # the choices of arboreal.models.pipeline.PARSER_TAGS (not imported here: it loads numba)
+    p.add_argument("--parser-tags", choices=("predicted", "both"), default=None,
+                   help="the tags the parser trains on: predicted (jackknifed) or both "
+                        "(each training sentence with its jackknifed tags and again with "
+                        "the treebank's own; default both)")
     p.add_argument("--tagger-epochs", type=_positive, default=None, metavar="N",
                    help="tagger training passes per stage (default 10; with --dev the "
                         "best pass on dev is kept)")
@@ -197,8 +202,9 @@ def _train(args, mixing) -> int:
         raise ArborealError("--parts needs --order 2 or 3")
     if args.hash_bits > 30 or args.hash_bits < 10:
         raise ArborealError("--hash-bits must lie in 10..30")
-    if args.no_tagger and (args.jackknife or args.tagger_epochs):
-        raise ArborealError("--jackknife and --tagger-epochs need the tagger (no --no-tagger)")
+    if args.no_tagger and (args.jackknife or args.tagger_epochs or args.parser_tags):
+        raise ArborealError("--jackknife, --tagger-epochs and --parser-tags need the tagger "
+                            "(no --no-tagger)")
 
     clusters = None
     if args.clusters is not None:
@@ -244,7 +250,7 @@ def _train(args, mixing) -> int:
         return model
 
     from arboreal.features import FeatureSet
-    from arboreal.models.pipeline import JACKKNIFE_FOLDS, train_pipeline
+    from arboreal.models.pipeline import DEFAULT_PARSER_TAGS, JACKKNIFE_FOLDS, train_pipeline
     from arboreal.models.tagger import DEFAULT_EPOCHS
 
     say = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
@@ -255,6 +261,7 @@ def _train(args, mixing) -> int:
                                folds=args.jackknife or JACKKNIFE_FOLDS,
                                tagger_epochs=args.tagger_epochs or DEFAULT_EPOCHS,
                                seed=args.seed, log=say, clusters=clusters,
+                               parser_tags=args.parser_tags or DEFAULT_PARSER_TAGS,
                                parser_reads_tags=FeatureSet(
                                    args.features, clusters=clusters, lexicon=lexicon).reads_tags)
     for w in caught:

@@ -25,6 +25,12 @@ from arboreal.models.serialization import MetaFields
 from arboreal.models.tagger import COLUMNS, DEFAULT_EPOCHS, Tagger
 
 JACKKNIFE_FOLDS = 5
+#: what the parser of a pipeline trains on: "predicted" (the jackknifed tags), or
+#: "both" (every training sentence twice, with its jackknifed tags and with the
+#: treebank's own: the parser learns the tags' evidence and how far to trust it;
+#: docs/benchmarks.md, "pipeline_parser_tags")
+PARSER_TAGS = ("predicted", "both")
+DEFAULT_PARSER_TAGS = "both"
 #: fewer training sentences per fold than this: no jackknifing (a warning)
 MIN_SENTENCES_PER_FOLD = 10
 #: the columns a tagger can fill, as Sentence attributes
@@ -104,12 +110,13 @@ def train_pipeline(train: list, dev: list | None, train_parser: Callable[[list, 
                    tagger: bool = True, tokenizer: bool = True, folds: int = JACKKNIFE_FOLDS,
                    tagger_epochs: int = DEFAULT_EPOCHS, seed: int = 0,
                    log: Callable[[str], None] | None = None, parser_reads_tags: bool = True,
-                   clusters=None):
+                   clusters=None, parser_tags: str = DEFAULT_PARSER_TAGS):
     """Train a tokenizer on the ``# text`` lines of ``train`` (when ``tokenizer``; skipped
     with a warning when the treebank has none), a tagger (best epoch per stage on
     ``dev``), then the parser by ``train_parser(train, dev)`` on jackknifed tags (dev
-    tagged by the final tagger, as at parse time); the returned parser carries the
-    tokenizer and the tagger. ``tagger=False``: the parser on the given tags.
+    tagged by the final tagger, as at parse time; ``parser_tags="both"``: the training
+    sentences with jackknifed tags and again with their own, see :data:`PARSER_TAGS`);
+    the returned parser carries the tokenizer and the tagger. ``tagger=False``: the parser on the given tags.
     ``parser_reads_tags=False`` (a parser of forms only): no jackknifing, the tagger only
     tags the output. ``clusters``: word clusters for the tagger's features (every
     jackknifing tagger's too)."""
@@ -121,14 +128,17 @@ def train_pipeline(train: list, dev: list | None, train_parser: Callable[[list, 
             text_model = Tokenizer.train(train, dev, seed=seed, log=log)
         except ArborealError as exc:
             warnings.warn(f"no tokenizer: {exc}", stacklevel=2)
+    if parser_tags not in PARSER_TAGS:
+        raise ArborealError(f"parser tags must be one of {', '.join(PARSER_TAGS)}, "
+                            f"got {parser_tags!r}")
     model = _tagger_and_parser(train, dev, train_parser, tagger, folds, tagger_epochs, seed, log,
-                               parser_reads_tags, clusters)
+                               parser_reads_tags, clusters, parser_tags)
     model.tokenizer = text_model
     return model
 
 
 def _tagger_and_parser(train, dev, train_parser, tagger, folds, tagger_epochs, seed, log,
-                       parser_reads_tags=True, clusters=None):
+                       parser_reads_tags=True, clusters=None, parser_tags=DEFAULT_PARSER_TAGS):
     if not tagger:
         return train_parser(train, dev)
     if not any(v != "_" for s in train for v in s.upos[1:].tolist()):
@@ -153,6 +163,9 @@ def _tagger_and_parser(train, dev, train_parser, tagger, folds, tagger_epochs, s
                                  lambda part: Tagger.train(part, epochs=epochs, seed=seed,
                                                            decoding=decoding,
                                                            clusters=clusters), log)
+        if parser_tags == "both":
+            tagged_train = tagged_train + list(train)
+        final.meta["parser_tags"] = parser_tags
     tagged_dev = final.tag(dev) if dev else None
     model = train_parser(tagged_train, tagged_dev)
     model.tagger = final

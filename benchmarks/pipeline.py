@@ -15,6 +15,11 @@ UDPipe 1's figures are scored the same way and shown beside arboreal's.
     python benchmarks/pipeline.py [--treebanks UD_English-EWT ...] [--work-dir DIR]
         [--udpipe-dir DIR] [--rescore] [--no-write]
 
+``--against DIR``: the work directory of another run over the same treebanks (e.g. the
+same pipeline before a change, or with other ``--train-args``); the section then
+compares the two parsers' outputs from gold tokens word by word (LAS and UAS, words
+only one of them gets right, exact sign test) and their LAS from raw text.
+
 ``--rescore`` trains and parses nothing: it reads the previous run's ``results.json``
 from the work directory (arboreal's figures as measured then) and adds UDPipe's
 outputs from ``--udpipe-dir`` (scored now), for a peer whose training finished after
@@ -30,10 +35,13 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from first_order import count_words, timed  # noqa: E402
+from orders import sign_test  # noqa: E402
 from udpipe_baseline import UD, blank_tags, raw_text, split_path  # noqa: E402
 
 METRICS = ("Tokens", "Sentences", "Words", "UPOS", "XPOS", "UFeats", "AllTags", "Lemmas",
@@ -122,6 +130,46 @@ def pruning_choice(model: Path) -> dict | None:
     return {**choice, "max_heads": meta["higher_order"]["max_heads"]} if choice else None
 
 
+def _right_words(gold: Path, system: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(head right, head and universal label right) of every word of a gold-tokenized
+    output, in the gold file's order."""
+    from arboreal.io.conllu import read_conllu
+
+    head, labeled = [], []
+    for g, s in zip(read_conllu(gold), read_conllu(system), strict=True):
+        h = np.asarray(g.heads[1:]) == np.asarray(s.heads[1:])
+        lab = np.array([a.split(":")[0] == b.split(":")[0]
+                        for a, b in zip(g.deprels[1:].tolist(), s.deprels[1:].tolist())])
+        head.append(h)
+        labeled.append(h & lab)
+    return np.concatenate(head), np.concatenate(labeled)
+
+
+def comparison(results: list[dict], work: Path, against: Path) -> str:
+    """Word-by-word comparison of this run's gold-token parses with another run's."""
+    before = {r["treebank"]: r for r in json.loads((against / "results.json").read_text())}
+    lines = [f"Against the run in `{against.relative_to(ROOT) if against.is_absolute() else against}`"
+             " (gold tokens; words = the test split's syntactic words):", "",
+             "| treebank | metric | this run | that run | difference | words only this run "
+             "gets right | words only that run gets right | sign test p |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for r in results:
+        tb = r["treebank"]
+        if tb not in before:
+            continue
+        gold = split_path(tb, "test")
+        here = _right_words(gold, work / f"{tb}.gold-tok.conllu")
+        there = _right_words(gold, against / f"{tb}.gold-tok.conllu")
+        for name, a, b in (("UAS", here[0], there[0]), ("LAS", here[1], there[1])):
+            only_a, only_b, p = sign_test(a, b)
+            lines.append(f"| {tb} | {name} | {100 * a.mean():.2f} | {100 * b.mean():.2f} | "
+                         f"{100 * (a.mean() - b.mean()):+.2f} | {only_a} | {only_b} | {p:.2g} |")
+        raw_a, raw_b = r["arboreal_raw"]["LAS"], before[tb]["arboreal_raw"]["LAS"]
+        lines.append(f"| {tb} | LAS from raw text (F1) | {raw_a:.2f} | {raw_b:.2f} | "
+                     f"{raw_a - raw_b:+.2f} | | | |")
+    return "\n".join(lines)
+
+
 def table(results: list[dict]) -> str:
     lines = []
     for r in results:
@@ -172,6 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rescore", action="store_true",
                     help="reuse the work directory's results.json; only score UDPipe's outputs")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--against", type=Path, default=None, metavar="DIR",
+                    help="another run's work directory to compare the parses with")
     ap.add_argument("--train-args", default="",
                     help="more options of arboreal train, e.g. '--order 2' (one string)")
     ap.add_argument("--section", default="pipeline",
@@ -213,11 +263,14 @@ def main(argv: list[str] | None = None) -> int:
                   "whose training finished first)." if args.rescore else ".")
                if any("udpipe_raw" in r for r in results) else
                "No UDPipe 1 figures in this run (see `benchmarks/udpipe_baseline.py`).")
-            + "\n\n" + table(results) + (f"\n\n{args.note}" if args.note else ""))
+            + "\n\n" + table(results)
+            + (f"\n\n{comparison(results, args.work_dir, args.against)}" if args.against else "")
+            + (f"\n\n{args.note}" if args.note else ""))
         cmd = "python benchmarks/pipeline.py " + " ".join(
             (["--treebanks", *args.treebanks] if args.treebanks != DEFAULT_TREEBANKS else [])
             + (["--udpipe-dir", str(args.udpipe_dir)] if args.udpipe_dir else [])
             + (["--rescore"] if args.rescore else [])
+            + ([f"--against {args.against}"] if args.against else [])
             + ([f"--work-dir {args.work_dir}"]
                if args.work_dir.resolve() != (ROOT / "runs" / "pipeline").resolve() else [])
             + ([f"--train-args='{args.train_args}'"] if train_args else [])

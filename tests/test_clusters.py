@@ -458,6 +458,18 @@ def test_to_arrays_round_trip_through_a_model_file(tmp_path):
     put_strings(bad, "clusters_bits", ["00", "0x", "1", "1"])
     with pytest.raises(ValueError, match="bit string"):
         Clusters.from_arrays(bad)
+    for words, bits, what in ((["the", "", "x", "y"], None, "'' is not a word"),
+                              (["the", "a\tb", "x", "y"], None, "is not a word"),
+                              (["the", "a\x07", "x", "y"], None, "is not a word"),
+                              (["the", "a" * 1001, "x", "y"], None, "is not a word"),
+                              (None, ["00", "0" * 5000, "1", "1"], "at most")):
+        bad = dict(arrays)
+        if words:
+            put_strings(bad, "clusters_words", words)
+        if bits:
+            put_strings(bad, "clusters_bits", bits)
+        with pytest.raises(ValueError, match=what):
+            Clusters.from_arrays(bad)
     bad = dict(arrays)
     bad["clusters_counts"] = np.array([1, 2, -3, 4])
     with pytest.raises(ValueError, match="non-negative"):

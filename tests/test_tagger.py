@@ -639,6 +639,8 @@ def test_clusters_tag_words_unseen_in_training(tmp_path):
     parser.save(path)
     loaded = load_model(path)
     assert loaded.tagger.clusters.words == clusters.words
+    # stored once, read once: the tagger uses the parser's clustering object
+    assert loaded.tagger.clusters is loaded.features.clusters
     again = loaded.tagger.tag(blank(test, ("upos",)))
     assert accuracy(test, again, "upos") == 100.0
     with np.load(path) as f:

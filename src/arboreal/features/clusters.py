@@ -562,13 +562,20 @@ class Clusters:
         counts = np.asarray(arrays[f"{prefix}_counts"])
         if counts.dtype.kind not in "iu" or (counts.size and counts.min() < 0):
             raise ValueError(f"{prefix}_counts must be non-negative integers")
-        for b in bits:
-            if len(b) > MAX_BITS or not _BITS.fullmatch(b):
-                raise ValueError(f"{prefix}_bits: {b[:40]!r} is not a bit string of at most "
-                                 f"{MAX_BITS} bits")
-        for w in words:
-            if not w or len(w) > MAX_WORD_CHARS or _CONTROL.search(w) or "\t" in w:
-                raise ValueError(f"{prefix}_words: {w[:40]!r} is not a word")
+        # one pass over all strings; the per-item loops only name the one that failed
+        joined_bits = "".join(bits)
+        if (max(map(len, bits), default=0) > MAX_BITS
+                or len(joined_bits) != joined_bits.count("0") + joined_bits.count("1")):
+            odd = next(b for b in bits if len(b) > MAX_BITS or not _BITS.fullmatch(b))
+            raise ValueError(f"{prefix}_bits: {odd[:40]!r} is not a bit string of at most "
+                             f"{MAX_BITS} bits")
+        lengths = list(map(len, words))
+        joined_words = "".join(words)
+        if (min(lengths, default=1) == 0 or max(lengths, default=0) > MAX_WORD_CHARS
+                or _CONTROL.search(joined_words) or "\t" in joined_words):
+            odd = next(w for w in words if not w or len(w) > MAX_WORD_CHARS
+                       or _CONTROL.search(w) or "\t" in w)
+            raise ValueError(f"{prefix}_words: {odd[:40]!r} is not a word")
         if len(set(words)) != len(words):
             raise ValueError(f"{prefix}_words: a word is listed twice")
         return cls(words, bits, counts.astype(np.int64))

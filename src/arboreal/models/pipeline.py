@@ -191,11 +191,16 @@ def attach_pipeline(model, path: str, meta: dict, arrays) -> None:
     from arboreal.errors import ModelError
     from arboreal.models.tokenizer import Tokenizer
 
+    # the tagger's clusters are the parser's arrays when they are the same clustering:
+    # read (and validated) once
+    shared = {"tagger": {"parser_clusters": getattr(getattr(model, "features", None),
+                                                    "clusters", None)}}
     for part, cls in (("tagger", Tagger), ("tokenizer", Tokenizer)):
         value = None
         if part in meta:
             try:
-                value = cls.from_file_contents(MetaFields(path, meta), arrays)
+                value = cls.from_file_contents(MetaFields(path, meta), arrays,
+                                               **shared.get(part, {}))
             except (KeyError, TypeError, ValueError) as exc:
                 raise ModelError(f"{path}: model file's {part} is incomplete or corrupt "
                                  f"({exc})") from None

@@ -465,9 +465,10 @@ class Tagger:
             meta["tagger"]["clusters"] = _put_clusters(self.clusters, arrays)
 
     @classmethod
-    def from_file_contents(cls, fields: MetaFields, arrays) -> "Tagger":
+    def from_file_contents(cls, fields: MetaFields, arrays, parser_clusters=None) -> "Tagger":
         """The tagger of a model file (section ``tagger``); ModelError / ValueError on
-        anything inconsistent."""
+        anything inconsistent. ``parser_clusters``: the clusters the parser already
+        read from the file's ``clusters_*`` arrays, reused when the tagger's are those."""
         cfg = fields.section("tagger")
         cfg.int("features_version", FEATURES_VERSION, FEATURES_VERSION)
         specs = cfg.json("stages", list)
@@ -522,7 +523,9 @@ class Tagger:
             lookup[(form, tag)] = v
         clusters = None
         prefix = cfg.choice("clusters", CLUSTER_PREFIXES, "")
-        if prefix:
+        if prefix == "clusters" and parser_clusters is not None:
+            clusters = parser_clusters
+        elif prefix:
             from arboreal.features.clusters import Clusters
 
             clusters = Clusters.from_arrays(arrays, prefix)

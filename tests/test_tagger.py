@@ -645,3 +645,11 @@ def test_clusters_tag_words_unseen_in_training(tmp_path):
     assert accuracy(test, again, "upos") == 100.0
     with np.load(path) as f:
         assert not any(k.startswith("tagger_clusters") for k in f.files)
+
+
+def test_tagger_options_without_the_tagger_are_refused(files, capsys):
+    for option in (["--parser-tags", "predicted"], ["--jackknife", "3"]):
+        assert main(["train", str(files / "train.conllu"), "-o", str(files / "never.model"),
+                     "--no-tagger", *option]) == 2
+        assert "need the tagger (no --no-tagger)" in capsys.readouterr().err
+        assert not (files / "never.model").exists()

@@ -49,13 +49,14 @@ DEFAULT_CONFIGS = ["mcdonald-eisner-perceptron", "default-eisner-perceptron",
                    "default-eisner-mira", "default-cle-perceptron"]
 
 
-def timed(cmd: list[str]) -> dict:
-    """Run cmd under /usr/bin/time -v; wall, cpu (user+sys) seconds, peak RSS MiB."""
+def timed(cmd: list[str], env: dict | None = None) -> dict:
+    """Run cmd under /usr/bin/time -v (in ``env``, default this process's); wall, cpu
+    (user+sys) seconds, peak RSS MiB."""
     with tempfile.NamedTemporaryFile("r", suffix=".time") as tf:
         full = ["/usr/bin/time", "-v", "-o", tf.name] + cmd
         load0 = os.getloadavg()[0]
         t0 = time.perf_counter()
-        res = subprocess.run(full, capture_output=True, text=True)
+        res = subprocess.run(full, capture_output=True, text=True, env=env)
         wall = time.perf_counter() - t0
         report = tf.read()
     if res.returncode != 0:

@@ -321,3 +321,29 @@ def test_overlong_lines_and_paragraphs_are_errors(tmp_path, monkeypatch):
     with pytest.raises(FormatError, match=r"long.txt:\d: paragraph longer than"):
         list(text_io.iter_paragraphs(str(src)))
     assert len(list(text_io.iter_tokenized(str(src)))) == 5   # lines are sentences
+
+
+def test_character_rows_do_not_depend_on_the_hash_caches(tokenizer, sample):
+    """The rows of a text are the same whatever the caches hold: a tiny cache (cleared
+    over and over) gives the rows of a fresh large one, which gives them again on a
+    second pass (all from the cache)."""
+    from arboreal.features.characters import CharacterAttributes
+
+    attrs = next(v for v in vars(tokenizer).values() if isinstance(v, CharacterAttributes))
+    text = " ".join(" ".join(s.forms[1:].tolist()) for s in sample[1][:40])
+    text += " İstanbul 東京都に住む 🙂x ٣٤٥ " + "a" * 200 + " http://example.org/" + "b" * 90
+    fresh = CharacterAttributes(attrs.tokens, attrs.segmentations)
+    first = fresh.rows(text)
+    assert (fresh.rows(text) == first).all()
+    tiny = CharacterAttributes(attrs.tokens, attrs.segmentations, max_cache=3)
+    assert (tiny.rows(text) == first).all()
+    assert len(tiny._hashes) <= 3 and len(tiny._chunks) <= 3
+
+
+@pytest.mark.parametrize("form,shape", [("McDonald", "XxXx"), ("1,000", "d,d"),
+                                         ("東京", "a"), ("e-mail!!", "x-x!"),
+                                         ("AbCdEfGhIj", "XxX~Xx")])
+def test_word_shape(form, shape):
+    from arboreal.features.tokens import word_shape
+
+    assert word_shape(form) == shape

@@ -45,7 +45,8 @@ import numpy as np
 
 from arboreal.features.tokens import (A_AMBIG, A_FORM, A_LOWER, A_PRE1, A_PRE2, A_PRE3,
                                       A_SHAPE, A_SUF1, A_SUF2, A_SUF3, A_SUF4, A_SUF5,
-                                      N_ATTRS, UNKNOWN, stable_hash, word_shape)
+                                      N_ATTRS, UNKNOWN, shape_of_symbols,
+                                      shape_symbol, stable_hash)
 
 _PIECES = re.compile(r"\S+|\s+")
 #: spans of a chunk that are one token whatever the treebank (URLs and e-mail
@@ -110,6 +111,7 @@ class CharacterAttributes:
         self.max_cache = max_cache
         self._chunks: dict[str, np.ndarray] = {}
         self._spaces: dict[str, tuple[int, int]] = {}
+        self._hashes: dict[str, int] = {}
 
     def _chunk_rows(self, chunk: str) -> np.ndarray:
         low = chunk.lower()
@@ -117,8 +119,10 @@ class CharacterAttributes:
             low = "".join(c.lower()[:1] or c for c in chunk)
         n = len(chunk)
         rows = np.empty((n, N_ATTRS), dtype=np.uint64)
+        symbols = [shape_symbol(ch) for ch in chunk]
         whole = stable_hash("W" + low)
-        shape = stable_hash("S" + word_shape(chunk))
+        shape = stable_hash("S" + shape_of_symbols(symbols))
+        small = self._small_hash
         seg = self.segmentations.get(low)
         span = np.zeros(n, dtype=np.int8)      # 1 inside a ONE_TOKEN span, 2 its end
         for a, b in one_token_spans(chunk):
@@ -129,22 +133,32 @@ class CharacterAttributes:
             # costs O(n x SIDE_WINDOW), not O(n^2) (a megabyte without spaces)
             lo, hi = max(0, j + 1 - SIDE_WINDOW), j + 1 + SIDE_WINDOW
             left, right = low[lo: j + 1], low[j + 1: hi]
-            rows[j, A_FORM] = stable_hash("c" + ch)
-            rows[j, A_LOWER] = stable_hash("c" + low[j])
-            rows[j, A_SUF1] = stable_hash("L" + left)
-            rows[j, A_SUF2] = stable_hash("R" + right)
+            rows[j, A_FORM] = small("c" + ch)
+            rows[j, A_LOWER] = small("c" + low[j])
+            rows[j, A_SUF1] = small("L" + left)
+            rows[j, A_SUF2] = small("R" + right)
             rows[j, A_SUF3] = whole
             rows[j, A_SUF4] = shape
             rows[j, A_SUF5] = stable_hash("B" + left + "|" + right)
-            rows[j, A_PRE1] = stable_hash("b" + left[-3:] + "|" + right[:2])
-            rows[j, A_PRE2] = stable_hash(f"k{left in self.tokens}{right in self.tokens}"
-                                          f"{span[j]}")
-            rows[j, A_PRE3] = stable_hash(f"o{min(n - 1 - j, 3)}{word_shape(chunk[lo: j + 1])}"
-                                          f"|{word_shape(chunk[j + 1: hi])}{min(j + 1, 6)}")
-            rows[j, A_SHAPE] = stable_hash("k" + _char_class(ch))
-            rows[j, A_AMBIG] = (stable_hash("g" + ("B" if j in seg else "N"))
+            rows[j, A_PRE1] = small("b" + left[-3:] + "|" + right[:2])
+            rows[j, A_PRE2] = small(f"k{left in self.tokens}{right in self.tokens}{span[j]}")
+            rows[j, A_PRE3] = small(f"o{min(n - 1 - j, 3)}{shape_of_symbols(symbols[lo: j + 1])}"
+                                    f"|{shape_of_symbols(symbols[j + 1: hi])}{min(j + 1, 6)}")
+            rows[j, A_SHAPE] = small("k" + _char_class(ch))
+            rows[j, A_AMBIG] = (small("g" + ("B" if j in seg else "N"))
                                 if seg is not None else int(UNKNOWN))
         return rows
+
+    def _small_hash(self, key: str) -> int:
+        """``stable_hash(key)`` of the keys that repeat across chunks (a character, its
+        class, the chunk's sides, a few flags and shapes), cached; the cache is dropped
+        past ``max_cache`` keys."""
+        value = self._hashes.get(key)
+        if value is None:
+            if len(self._hashes) >= self.max_cache:
+                self._hashes.clear()
+            value = self._hashes[key] = stable_hash(key)
+        return value
 
     def _space_hashes(self, ch: str) -> tuple[int, int]:
         """(character hash, class hash) of a whitespace character, cached."""

@@ -37,6 +37,7 @@ as in greedy decoding.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import unicodedata
 
@@ -88,25 +89,36 @@ def normalize(form: str) -> str:
     return "".join("0" if ch.isdigit() else ch for ch in form.lower())
 
 
-def word_shape(form: str) -> str:
-    """Compressed shape: character classes (X upper, x lower, d digit, other kept),
-    runs collapsed, at most 6 symbols; e.g. ``McDonald`` -> ``XxXx``, ``1,000`` -> ``d,d``."""
+@functools.lru_cache(maxsize=1 << 16)
+def shape_symbol(ch: str) -> str:
+    """The class of one character in :func:`word_shape`: ``d`` digit, ``X`` upper, ``x``
+    lower, ``a`` a letter without case, punctuation and symbols themselves, else the
+    first letter of the Unicode category."""
+    if ch.isdigit():
+        return "d"
+    if ch.isalpha():
+        if ch.isupper():
+            return "X"
+        return "x" if ch.islower() else "a"
+    cat = unicodedata.category(ch)
+    return ch if cat[0] == "P" or cat[0] == "S" else cat[0]
+
+
+def shape_of_symbols(symbols) -> str:
+    """:func:`word_shape` of a string given its characters' :func:`shape_symbol`."""
     out: list[str] = []
-    for ch in form:
-        if ch.isdigit():
-            c = "d"
-        elif ch.isalpha():
-            c = "X" if ch.isupper() else "x"
-            if not ch.isupper() and not ch.islower():   # scripts without case
-                c = "a"
-        else:
-            cat = unicodedata.category(ch)
-            c = ch if cat[0] == "P" or cat[0] == "S" else cat[0]
+    for c in symbols:
         if not out or out[-1] != c:
             out.append(c)
     if len(out) > 6:
         out = out[:3] + ["~"] + out[-2:]
     return "".join(out)
+
+
+def word_shape(form: str) -> str:
+    """Compressed shape: character classes (X upper, x lower, d digit, other kept),
+    runs collapsed, at most 6 symbols; e.g. ``McDonald`` -> ``XxXx``, ``1,000`` -> ``d,d``."""
+    return shape_of_symbols(map(shape_symbol, form))
 
 
 class WordAttributes:

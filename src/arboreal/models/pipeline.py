@@ -7,7 +7,11 @@ predicted tags: the training treebank is cut into :data:`JACKKNIFE_FOLDS` consec
 parts, each tagged by a tagger trained on the others, so the parser learns from tags
 as wrong as the ones it will see. Five folds: each fold tagger sees 80% of the data
 (its tags are a little worse than the final tagger's, which sees all of it), at the
-cost of five extra tagger trainings (ten folds would double it).
+cost of five extra tagger trainings (ten folds would double it). By default
+(:data:`DEFAULT_PARSER_TAGS`) the parser also sees every training sentence with the
+treebank's own tags, so that it learns what correct tags say as well as how far to
+trust predicted ones; both copies beat the jackknifed tags alone
+(docs/benchmarks.md, "pipeline_parser_tags").
 
 :func:`complete_tags` is what every model's ``parse`` calls first: columns that are
 ``_`` throughout a sentence are predicted by the model's tagger (all of them with

@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from first_order import count_words, timed  # noqa: E402
-from orders import sign_test  # noqa: E402
+from orders import heads_and_labels, sign_test  # noqa: E402
 from udpipe_baseline import UD, blank_tags, raw_text, split_path  # noqa: E402
 
 METRICS = ("Tokens", "Sentences", "Words", "UPOS", "XPOS", "UFeats", "AllTags", "Lemmas",
@@ -133,16 +133,10 @@ def pruning_choice(model: Path) -> dict | None:
 def _right_words(gold: Path, system: Path) -> tuple[np.ndarray, np.ndarray]:
     """(head right, head and universal label right) of every word of a gold-tokenized
     output, in the gold file's order."""
-    from arboreal.io.conllu import read_conllu
-
-    head, labeled = [], []
-    for g, s in zip(read_conllu(gold), read_conllu(system), strict=True):
-        h = np.asarray(g.heads[1:]) == np.asarray(s.heads[1:])
-        lab = np.array([a.split(":")[0] == b.split(":")[0]
-                        for a, b in zip(g.deprels[1:].tolist(), s.deprels[1:].tolist())])
-        head.append(h)
-        labeled.append(h & lab)
-    return np.concatenate(head), np.concatenate(labeled)
+    gold_h, gold_l = heads_and_labels(gold)
+    sys_h, sys_l = heads_and_labels(system)
+    head = gold_h == sys_h
+    return head, head & (gold_l == sys_l)
 
 
 def comparison(results: list[dict], work: Path, against: Path) -> str:

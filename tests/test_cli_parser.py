@@ -76,6 +76,8 @@ def test_parse_stdin_stdout_with_missing_heads(small_files, trained):
     ["train", "IN", "-o", "OUT", "--epochs", "0"],
     ["train", "IN", "-o", "OUT", "--decoder", "magic"],
     ["train", "IN", "-o", "OUT", "--parts", "sibling"],
+    ["train", "IN", "-o", "OUT", "--patience", "2"],
+    ["train", "IN", "-o", "OUT", "--patience", "0"],
     ["parse"],
 ])
 def test_errors_exit_2_without_traceback(small_files, trained, argv, capsys):

@@ -131,6 +131,27 @@ def test_auto_decoder_is_chosen_and_stored(tmp_path, tiny):
     assert Parser.load(tmp_path / "a.npz").decoder == p.decoder
 
 
+def test_patience_stops_once_dev_stops_improving(tiny):
+    """With ``patience`` P, training ends after the first epoch that is P epochs past
+    the best dev UAS so far; the epochs run are those of the full run, and the best of
+    them is kept."""
+    opts = dict(learner="perceptron", epochs=12, seed=0, hash_bits=16, label_bits=12,
+                features="mcdonald")
+    full = Parser.train(tiny[:20], dev=tiny[20:], **opts)
+    early = Parser.train(tiny[:20], dev=tiny[20:], patience=2, **opts)
+    uas = [h["dev_uas"] for h in early.meta["history"]]
+    assert uas == [h["dev_uas"] for h in full.meta["history"]][:len(uas)]
+    best_so_far = [int(np.argmax(uas[:e])) + 1 for e in range(1, len(uas) + 1)]
+    waited = [e - b for e, b in zip(range(1, len(uas) + 1), best_so_far)]
+    assert len(uas) < 12, "the test data should make the run stop early"
+    assert waited[-1] == 2 and all(w < 2 for w in waited[:-1])
+    assert early.meta["training"]["stopped_after_epochs"] == [len(uas)]
+    assert early.meta["best_epoch"] == best_so_far[-1]
+    assert "stopped_after_epochs" not in full.meta["training"]
+    with pytest.raises(Exception, match="patience"):
+        Parser.train(tiny[:20], dev=tiny[20:], patience=0, **opts)
+
+
 @pytest.mark.parametrize("learner", ["loglinear", "eg"])
 def test_marginal_learners_choose_C_and_iterations_on_held_out_data(tiny, learner):
     """loglinear and eg without a C: every C of the learner's grid is trained and each

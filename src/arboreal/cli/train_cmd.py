@@ -50,6 +50,9 @@ def add_parser(subparsers) -> None:
     p.add_argument("--epochs", type=_positive, default=None,
                    help="training epochs (default 10; loglinear and eg: 25 L-BFGS iterations "
                         "or passes, the best one kept on dev)")
+    p.add_argument("--patience", type=_positive, default=None, metavar="N",
+                   help="with --dev: stop once dev UAS has not improved for N epochs (the "
+                        "best epoch is kept either way; default: run every epoch)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
     p.add_argument("--features", choices=("default", "mcdonald", "words"), default="default",
                    help="default: FORM, LEMMA, UPOS, XPOS, FEATS; mcdonald: the templates of "
@@ -196,10 +199,12 @@ def _train(args, mixing) -> int:
     common = dict(learner=args.learner, decoder=args.decoder, single_root=not args.multi_root,
                   epochs=args.epochs, seed=args.seed, features=args.features,
                   feature_cutoff=args.feature_cutoff, top_words=args.top_words,
-                  hash_bits=args.hash_bits)
+                  hash_bits=args.hash_bits, patience=args.patience)
     progress, log = _reporting(args, len(train))
     if args.parts and args.order == 1:
         raise ArborealError("--parts needs --order 2 or 3")
+    if args.patience is not None and not args.dev:
+        raise ArborealError("--patience needs --dev (it stops on dev UAS)")
     if args.hash_bits > 30 or args.hash_bits < 10:
         raise ArborealError("--hash-bits must lie in 10..30")
     if args.no_tagger and (args.jackknife or args.tagger_epochs or args.parser_tags):

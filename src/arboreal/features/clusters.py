@@ -551,10 +551,10 @@ class Clusters:
         """Inverse of :meth:`to_arrays`; ValueError for anything malformed (sizes checked
         before decoding, bit strings of 0/1 of at most MAX_BITS, words normalised, not
         empty, distinct, counts non-negative)."""
-        from arboreal.models.serialization import array_shape, get_strings
+        from arboreal.models.serialization import array_shape, get_string_list
 
-        words = get_strings(arrays, f"{prefix}_words", MAX_PATHS_WORDS).tolist()
-        bits = get_strings(arrays, f"{prefix}_bits", MAX_PATHS_WORDS).tolist()
+        words = get_string_list(arrays, f"{prefix}_words", MAX_PATHS_WORDS)
+        bits = get_string_list(arrays, f"{prefix}_bits", MAX_PATHS_WORDS)
         if len(bits) != len(words):
             raise ValueError(f"{prefix}: {len(words)} words but {len(bits)} bit strings")
         if array_shape(arrays, f"{prefix}_counts") != (len(words),):
@@ -576,9 +576,10 @@ class Clusters:
             odd = next(w for w in words if not w or len(w) > MAX_WORD_CHARS
                        or _CONTROL.search(w) or "\t" in w)
             raise ValueError(f"{prefix}_words: {odd[:40]!r} is not a word")
-        if len(set(words)) != len(words):
-            raise ValueError(f"{prefix}_words: a word is listed twice")
-        return cls(words, bits, counts.astype(np.int64))
+        try:
+            return cls(words, bits, counts.astype(np.int64))
+        except ValueError as exc:          # a word listed twice or not normalised
+            raise ValueError(f"{prefix}_words: {exc}") from None
 
 
 def brown_clusters(counts: CorpusCounts, n_clusters: int = 1000, min_count: int = 1,

@@ -434,7 +434,7 @@ class Lexicon:
         in range, not the row's own, sorted by similarity then id, similarities in
         (0, 1]); with ``settings`` (those of :meth:`metadata`) also the filters and
         limits they state."""
-        from arboreal.models.serialization import array_shape, get_strings
+        from arboreal.models.serialization import array_shape, get_string_list
 
         def vector(name: str, kinds: str, size: int | None = None) -> int:
             key = f"{prefix}_{name}"
@@ -461,7 +461,7 @@ class Lexicon:
         E = vector("nb_indices", "iu")
         vector("nb_weights", "f", E)
         # only now the strings: their count must be V before anything is decoded
-        words = get_strings(arrays, f"{prefix}_words", V).tolist()
+        words = get_string_list(arrays, f"{prefix}_words", V)
         if len(words) != V:
             raise ValueError(f"{prefix}_words holds {len(words)} words, expected {V}")
 

@@ -75,7 +75,7 @@ TEMPERATURES = (5.0, 10.0, 20.0, 30.0, 50.0, 80.0, 120.0, 200.0, 400.0, 1000.0)
 #: fewest heads is used. A pruner trained on small or freely ordered treebanks ranks the
 #: gold head below the tenth candidate for a few percent of the words, which no
 #: temperature repairs at K = 10.
-HEAD_LIMITS = (10, 20, 40)
+HEAD_LIMITS = (10, 12, 14, 16, 20, 25, 30, 40)
 #: sentences the temperature is chosen on, at most; without dev data they are the
 #: first training sentences of at most TEMPERATURE_MAX_WORDS words (a longer one would
 #: cost O(n^3) marginals per temperature tried, for a choice about typical sentences)
@@ -248,11 +248,8 @@ class HigherOrder:
         for pos in _length_chunks(lengths[big]):
             chunk = big[pos]
             ns = lengths[chunk]
-            N = int(ns.max()) + 1
-            batch = np.zeros((chunk.size, N, N))
-            for j, i in enumerate(chunk):
-                batch[j, :ns[j] + 1, :ns[j] + 1] = self.features.arc_scores(
-                    encs[i], self.prune_weights)
+            batch = self.features.arc_scores_batch(
+                self.features.pack([encs[i] for i in chunk]), self.prune_weights)
             yield chunk, ns, batch, eisner(batch, single_root=self.single_root, lengths=ns)
 
     def fit_pruning(self, encs: list, golds: list, target: float,
@@ -348,9 +345,11 @@ class HigherOrder:
             return eisner(scores, single_root=self.single_root)
         return chu_liu_edmonds(scores, single_root=self.single_root)
 
-    def decode(self, enc, allowed: np.ndarray | None, w: np.ndarray) -> np.ndarray:
+    def decode(self, enc, allowed: np.ndarray | None, w: np.ndarray,
+               arc: np.ndarray | None = None) -> np.ndarray:
         """The best tree of one sentence under weights ``w`` over its pruned arcs and
-        their parts (the pruner's tree if the sentence is over the memory budget)."""
+        their parts (the pruner's tree if the sentence is over the memory budget);
+        ``arc``: its first-order arc scores under ``w`` if already computed."""
         index = None if allowed is None else PartIndex.compact(allowed)
         if index is None or not self._fits(PartCounts(
                 index.n, int(index.grand_off.shape[0]), int(index.width[0]), index.n_sib,
@@ -360,7 +359,8 @@ class HigherOrder:
             return self.first_order_heads(enc)
         # all n^2 arc scores (the decoders read only the kept ones): the feature
         # engine's scoring kernel is faster than hashing only the kept arcs
-        arc = self.features.arc_scores(enc, w)
+        if arc is None:
+            arc = self.features.arc_scores(enc, w)
         ps = self.parts.part_scores(enc.codes, index, w, self.projective)
         return decode_parts(arc, ps, index, self.kinds, self.projective, self.outer_only,
                             self.single_root)
@@ -381,8 +381,22 @@ class HigherOrder:
         self.last_fallbacks = self.last_tightened = 0
         if masks is None:
             masks = self.masks(encs)
-        heads = [np.array([-1], dtype=np.int64) if enc.n == 0 else self.decode(enc, a, w)
-                 for enc, a in zip(encs, masks)]
+        heads: list = [np.array([-1], dtype=np.int64)] * len(encs)
+        lengths = np.array([e.n for e in encs], dtype=np.int64)
+        pruned = np.array([a is not None for a in masks], dtype=bool)
+        for i in np.flatnonzero((lengths > 0) & ~pruned):   # over the budget: first order
+            heads[i] = self.decode(encs[i], None, w)
+        some = np.flatnonzero((lengths > 0) & pruned)
+        some = some[np.argsort(lengths[some], kind="stable")]
+        # arc scores of sentences of similar length in one batched kernel call
+        for pos in _length_chunks(lengths[some]):
+            chunk = some[pos]
+            arcs = self.features.arc_scores_batch(
+                self.features.pack([encs[i] for i in chunk]), w)
+            for j, i in enumerate(chunk):
+                n1 = lengths[i] + 1
+                heads[i] = self.decode(encs[i], masks[i], w,
+                                       np.ascontiguousarray(arcs[j, :n1, :n1]))
         if self.last_fallbacks:
             warnings.warn(f"{self.last_fallbacks} sentence(s) over the order-{self.order} "
                           f"memory budget ({self.memory_budget / 2**20:.4g} MiB) parsed at "

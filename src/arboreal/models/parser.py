@@ -91,6 +91,14 @@ def feature_set_from_file(fields: MetaFields, arrays) -> FeatureSet:
     return FeatureSet.from_config(clean, vocabs, allowed, clusters, lexicon)
 
 
+class _StopEarly(Exception):
+    """Raised by ``Parser.train``'s epoch callback to end a learner's run early."""
+
+    def __init__(self, epoch: int):
+        super().__init__(epoch)
+        self.epoch = epoch
+
+
 @dataclass
 class EpochReport:
     """What ``Parser.train`` reports after each epoch (passed to ``log``); ``stage``
@@ -283,7 +291,8 @@ class Parser(PipelineMixin):
               mixing: Callable | None = None, order: int = 1,
               parts: str | list[str] | None = None, part_templates: dict | None = None,
               clusters=None, lexicon=None, lexical_templates: list[str] | None = None,
-              top_words: int = 0, **learner_options) -> "Parser":
+              top_words: int = 0, patience: int | None = None,
+              **learner_options) -> "Parser":
         """Train a parser.
 
         train_sentences / dev: lists of Sentence with complete trees.
@@ -327,6 +336,10 @@ class Parser(PipelineMixin):
         A learner with ``labeled = True`` (``loglinear-labeled``) trains labels jointly
         with the arcs through the labeled partition function; no second-stage labeler
         is trained then, and ``label_feature_bits`` sizes its label feature table.
+        patience: with dev data, stop training once dev UAS has not improved for this
+            many epochs (the best epoch's weights are kept in any case); None: run
+            every epoch. Each value of a searched meta-parameter (log-linear C) gets
+            its own count.
         mixing: trains the learner by iterative parameter mixing instead, e.g. on a Dask
             cluster: ``arboreal.learn.mixing.parameter_mixing(client, shards, mode)``
             (online learners only); dev evaluation then sees the mixed averaged weights.
@@ -353,6 +366,8 @@ class Parser(PipelineMixin):
                 raise ArborealError("--feature-cutoff is not supported with --order 2/3")
         if epochs < 1:
             raise ArborealError("epochs must be at least 1")
+        if patience is not None and patience < 1:
+            raise ArborealError("patience must be at least 1 epoch")
         if not train_sentences:
             raise ArborealError("no training sentences")
         _check_trees(train_sentences, "training data")
@@ -471,6 +486,8 @@ class Parser(PipelineMixin):
             t_pruner = time.perf_counter() - t0
         history: list[dict] = []
         best = {"uas": -1.0, "weights": None, "epoch": 0}
+        # the best dev UAS of the current learner run, for early stopping
+        run = {"uas": -1.0, "epoch": 0}
         # C chosen on held-out data when the learner has a grid and none was given
         c_grid = tuple(getattr(type(learn), "C_GRID", ())) \
             if "C" not in learner_options and mixing is None else ()
@@ -501,6 +518,8 @@ class Parser(PipelineMixin):
                     best.update(uas=uas, weights=w.astype(np.float32), epoch=epoch,
                                 decoder=chosen_here, **trying)
                     is_best = True
+                if uas > run["uas"]:
+                    run.update(uas=uas, epoch=epoch)
             entry = {"epoch": epoch, "seconds": round(seconds, 3),
                      "cpu_seconds": round(cpu_seconds, 3), "dev_uas": uas, "dev_las": las,
                      **trying}
@@ -511,7 +530,20 @@ class Parser(PipelineMixin):
                 log(EpochReport(epoch, seconds, uas, las, is_best,
                                 setting=", ".join(f"{k}={v:g}" for k, v in trying.items())))
             clock[0], clock[1] = time.perf_counter(), time.process_time()
+            if patience is not None and uas is not None and epoch - run["epoch"] >= patience:
+                raise _StopEarly(epoch)
 
+        def fit(learner_object, train_data, n_epochs: int) -> np.ndarray | None:
+            """The learner's final weights, or None when stopped early (the best dev
+            epoch's weights are then in ``best``)."""
+            run.update(uas=-1.0, epoch=0)
+            try:
+                return learner_object.fit(train_data, n_epochs, on_epoch=on_epoch, seed=seed)
+            except _StopEarly as stop:
+                stopped.append(stop.epoch)
+                return None
+
+        stopped: list[int] = []
         data = TrainingData(fs, data_enc, arc_heads, projective=(train_decoder == "eisner"),
                             single_root=single_root, progress=progress, extra=extra,
                             parts=parser.higher_order.parts if kinds else None,
@@ -538,8 +570,7 @@ class Parser(PipelineMixin):
                 by_C = {}
                 for C in c_grid:
                     trying["C"] = C
-                    get_learner(learner, **learner_options, C=C).fit(
-                        select_data, epochs, on_epoch=on_epoch, seed=seed)
+                    fit(get_learner(learner, **learner_options, C=C), select_data, epochs)
                     by_C[C] = max((h["dev_uas"] for h in history if h.get("C") == C),
                                   default=None)
                 trying.clear()
@@ -550,12 +581,12 @@ class Parser(PipelineMixin):
                     chosen_decoder = best.get("decoder")
                     dev = dev_enc = None   # the held-out part is training data again
                     best.update(weights=None, epoch=best["epoch"], decoder=chosen_decoder)
-                    final = get_learner(learner, **learner_options).fit(
-                        data, selection["epochs"], on_epoch=on_epoch, seed=seed)
+                    final = fit(get_learner(learner, **learner_options), data,
+                                selection["epochs"])
                 else:
                     final = best["weights"]
             else:
-                final = learn.fit(data, epochs, on_epoch=on_epoch, seed=seed)
+                final = fit(learn, data, epochs)
         except ValueError as exc:    # a learner that cannot train these parts
             raise ArborealError(str(exc)) from None
         t_train = time.perf_counter() - t0
@@ -580,7 +611,8 @@ class Parser(PipelineMixin):
                          "single_root": single_root, "epochs": epochs, "seed": seed,
                          "features": features, "hash_bits": hash_bits,
                          "feature_cutoff": feature_cutoff, "top_words": top_words,
-                         "label_bits": label_bits,
+                         "label_bits": label_bits, "patience": patience,
+                         **({"stopped_after_epochs": stopped} if stopped else {}),
                          "joint_labels": joint, "order": parser.order,
                          **({"higher_order": pruning} if kinds else {}),
                          "projectivized_trees": n_projectivized,

@@ -474,6 +474,13 @@ def get_strings(arrays: Mapping, name: str, max_count: int = MAX_STRINGS) -> np.
     ValueError if the buffer is larger than :data:`MAX_STRING_BYTES`, holds more than
     ``max_count`` strings or disagrees with its count (checked before decoding).
     """
+    strings = get_string_list(arrays, name, max_count)
+    return np.array(strings, dtype=str) if strings else np.zeros(0, dtype=str)
+
+
+def get_string_list(arrays: Mapping, name: str, max_count: int = MAX_STRINGS) -> list[str]:
+    """:func:`get_strings` as a list of Python strings, without the fixed-width str
+    array between (which costs more than the decoding for a large vocabulary)."""
     shape = array_shape(arrays, name)
     if isinstance(arrays, ModelArrays):
         dtype = arrays.dtype(name)
@@ -488,7 +495,7 @@ def get_strings(arrays: Mapping, name: str, max_count: int = MAX_STRINGS) -> np.
     if dtype.kind == "U":
         if shape[0] > max_count:
             raise ValueError(f"{name} holds {shape[0]} strings, more than {max_count}")
-        return np.asarray(arrays[name])
+        return np.asarray(arrays[name]).tolist()
     if dtype != np.uint8:
         raise ValueError(f"{name} is not a UTF-8 buffer (type {dtype.str})")
     if array_shape(arrays, name + "_count") != ():
@@ -503,12 +510,11 @@ def get_strings(arrays: Mapping, name: str, max_count: int = MAX_STRINGS) -> np.
     if count == 0:
         if arr.size:
             raise ValueError(f"{name} holds strings but its count is 0")
-        return np.zeros(0, dtype=str)
+        return []
     if int(np.count_nonzero(arr == 10)) != count - 1:
         raise ValueError(f"{name} holds {int(np.count_nonzero(arr == 10)) + 1} strings, "
                          f"expected {count}")
-    out = arr.tobytes().decode("utf-8").split("\n")
-    return np.array(out, dtype=str)
+    return arr.tobytes().decode("utf-8").split("\n")
 
 
 def put_vocabs(arrays: dict, vocabs: dict) -> None:

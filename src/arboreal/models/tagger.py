@@ -38,8 +38,8 @@ from arboreal.features.tokens import (A_AMBIG, FEATURES_VERSION, MAX_CANDIDATES,
                                       MIN_AMBIGUITY_COUNT, UNKNOWN, WordAttributes, greedy_tag,
                                       normalize, stable_hash, viterbi_tag)
 from arboreal.learn.tagging import train_stage
-from arboreal.models.serialization import (MetaFields, array_shape, get_strings, get_weights,
-                                           put_strings, put_weights)
+from arboreal.models.serialization import (MetaFields, array_shape, get_string_list,
+                                           get_strings, get_weights, put_strings, put_weights)
 
 #: stage name -> Sentence attribute, in the order the stages run
 COLUMNS = {"upos": "upos", "xpos": "xpos", "feats": "feats", "lemma": "lemmas"}
@@ -509,10 +509,10 @@ class Tagger:
                                  sf.choice("decoding", tuple(DECODINGS), "greedy"))
         if "upos" not in stages:
             raise cfg.fail("stages", "no UPOS stage")
-        words = get_strings(arrays, "tagger_amb_words").tolist()
-        amb = get_strings(arrays, "tagger_amb_classes").tolist()
-        keys = get_strings(arrays, "tagger_lemma_keys").tolist()
-        values = get_strings(arrays, "tagger_lemma_values").tolist()
+        words = get_string_list(arrays, "tagger_amb_words")
+        amb = get_string_list(arrays, "tagger_amb_classes")
+        keys = get_string_list(arrays, "tagger_lemma_keys")
+        values = get_string_list(arrays, "tagger_lemma_values")
         if len(words) != len(amb) or len(keys) != len(values):
             raise ValueError("tagger lexicon arrays differ in length")
         lookup = {}

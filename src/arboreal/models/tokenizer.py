@@ -33,7 +33,7 @@ from arboreal.features.characters import ATTRIBUTES_VERSION, CharacterAttributes
 from arboreal.features.tokens import FEATURES_VERSION, MAX_CANDIDATES, N_ATTRS, greedy_tag
 from arboreal.io.sentence import Sentence
 from arboreal.learn.tagging import train_stage
-from arboreal.models.serialization import (MetaFields, get_strings, get_weights, put_strings,
+from arboreal.models.serialization import (MetaFields, get_string_list, get_weights, put_strings,
                                            put_weights)
 
 NONE, TOKEN_END, SENTENCE_END = 0, 1, 2
@@ -446,11 +446,11 @@ class Tokenizer:
                                                  "tokenizer features: retrain the model")
         bits = cfg.int("bits", 8, 26)
         weights = get_weights(arrays, "tokenizer_w", (1 << bits) + MAX_CANDIDATES)
-        tokens = set(get_strings(arrays, "tokenizer_tokens").tolist())
-        chunks = get_strings(arrays, "tokenizer_seg_chunks").tolist()
-        offsets = get_strings(arrays, "tokenizer_seg_offsets").tolist()
-        forms = get_strings(arrays, "tokenizer_mwt_forms").tolist()
-        words = get_strings(arrays, "tokenizer_mwt_words").tolist()
+        tokens = set(get_string_list(arrays, "tokenizer_tokens"))
+        chunks = get_string_list(arrays, "tokenizer_seg_chunks")
+        offsets = get_string_list(arrays, "tokenizer_seg_offsets")
+        forms = get_string_list(arrays, "tokenizer_mwt_forms")
+        words = get_string_list(arrays, "tokenizer_mwt_words")
         if len(chunks) != len(offsets) or len(forms) != len(words):
             raise ValueError("tokenizer lexicon arrays differ in length")
         segmentations = {}
@@ -463,7 +463,7 @@ class Tokenizer:
         multiword = {f: tuple(w.split("\t")) for f, w in zip(forms, words)}
         return cls(weights, bits, tokens, segmentations, multiword,
                    cfg.json("training", dict, {}), cfg.bool("spaces_in_tokens"),
-                   get_strings(arrays, "tokenizer_suffixes", max_count=1 << 16).tolist(),
+                   get_string_list(arrays, "tokenizer_suffixes", max_count=1 << 16),
                    cfg.bool("one_token_rule"))
 
 

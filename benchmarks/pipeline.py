@@ -121,13 +121,18 @@ def udpipe_scores(treebank: str, udpipe_dir: Path | None) -> dict:
 
 
 def pruning_choice(model: Path) -> dict | None:
-    """The higher-order pruner's choice stored in a model file, with the K the model
-    prunes with (None at order 1 or when nothing was chosen)."""
+    """The higher-order pruner's choice stored in a model file (None at order 1 or when
+    nothing was chosen), with the choice for parsing under ``parse`` when one was made
+    apart (``parse_prune_recall``)."""
     from arboreal.models.serialization import load_model_file
 
     meta, _ = load_model_file(model)
-    choice = ((meta.get("training") or {}).get("higher_order") or {}).get("temperature_choice")
-    return {**choice, "max_heads": meta["higher_order"]["max_heads"]} if choice else None
+    pruning = (meta.get("training") or {}).get("higher_order") or {}
+    choice = pruning.get("temperature_choice")
+    if not choice:
+        return None
+    return {**choice, **({"parse": pruning["parse_choice"]} if "parse_choice" in pruning
+                         else {})}
 
 
 def _right_words(gold: Path, system: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -191,12 +196,13 @@ def table(results: list[dict]) -> str:
         lines.append(f"- tagger alone (UPOS, XPOS, FEATS, lemmas), one core, in process: "
                      f"{r['tagger_words_per_s']:,.0f} words/s")
         choice = r.get("pruning")
-        if choice:
-            lines.append(f"- higher-order pruning chosen on dev: temperature "
-                         f"{choice['temperature']:g}, at most {choice['max_heads']} "
-                         f"heads per word, {100 * choice['gold_heads_kept']:.2f}% of the dev "
-                         f"gold heads kept, {choice['kept_heads_per_word']:.2f} candidate "
-                         "heads per word")
+        for what, c in (("higher-order pruning chosen on dev", choice),
+                        ("pruning for parsing chosen on dev", (choice or {}).get("parse"))):
+            if c:
+                lines.append(f"- {what}: temperature {c['temperature']:g}, at most "
+                             f"{c['max_heads']} heads per word, {100 * c['gold_heads_kept']:.2f}%"
+                             f" of the dev gold heads kept (target {100 * c['target']:.2f}%), "
+                             f"{c['kept_heads_per_word']:.2f} candidate heads per word")
         if "udpipe_times" in r:
             u = r["udpipe_times"]
             lines.append(f"- UDPipe 1 training (benchmarks/udpipe_baseline.py): "

@@ -501,6 +501,30 @@ def test_pruning_is_chosen_to_keep_the_target_share_of_dev_heads(sample):
             Parser.train(train[:20], order=2, epochs=1, pruner_epochs=1, **bad, **SMALL)
 
 
+def test_parse_pruning_is_chosen_apart_after_the_training_masks(sample):
+    """``parse_prune_recall``: the training masks keep what ``prune_recall`` chooses; the
+    model then prunes for parsing (and for the dev scores of its epochs) with the pair
+    chosen for the other target, which is stored and reported."""
+    train, test = sample
+    dev = test[:60]
+    opts = dict(order=2, epochs=1, pruner_epochs=2, prune_recall=1.0, **SMALL)
+    loose = Parser.train(train[:150], dev=dev, **opts)
+    apart = Parser.train(train[:150], dev=dev, parse_prune_recall=0.5, **opts)
+    train_choice = loose.meta["training"]["higher_order"]["temperature_choice"]
+    pruning = apart.meta["training"]["higher_order"]
+    assert pruning["temperature_choice"] == train_choice
+    assert "parse_choice" not in loose.meta["training"]["higher_order"]
+    parse = pruning["parse_choice"]
+    assert parse["target"] == 0.5 and parse["on"] == "dev"
+    ho = apart.higher_order
+    assert (ho.prune_temperature, ho.max_heads) == (parse["temperature"], parse["max_heads"])
+    kept, per_word = apart.pruning_recall(dev)
+    assert kept == pytest.approx(parse["gold_heads_kept"])
+    assert per_word < train_choice["kept_heads_per_word"]
+    with pytest.raises(ArborealError, match="parse_prune_recall"):
+        Parser.train(train[:50], dev=dev, parse_prune_recall=1.5, **opts)
+
+
 def test_first_order_analyses_are_refused_clearly_for_higher_orders(trained, tmp_path, capsys):
     """k-best trees, marginals and MBR need the exact first-order sums: a model of order
     2 refuses them with a one-line error (exit 2); warmup still runs it."""

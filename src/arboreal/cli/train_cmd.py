@@ -240,14 +240,16 @@ def _train(args, mixing) -> int:
                                  mixing=mixing, order=args.order, parts=args.parts,
                                  clusters=clusters, lexicon=lexicon, **common,
                                  **options)
-        choice = model.meta["training"].get("higher_order", {}).get("temperature_choice")
-        if choice and not args.quiet:
-            print(f"pruning: temperature {choice['temperature']:g}, at most "
-                  f"{choice['max_heads']} heads per word, keeps "
-                  f"{100 * choice['gold_heads_kept']:.2f}% of the {choice['on']} gold heads "
-                  f"(target {100 * choice['target']:.2f}%), "
-                  f"{choice['kept_heads_per_word']:.2f} candidate heads per word",
-                  file=sys.stderr)
+        pruning = model.meta["training"].get("higher_order", {})
+        for what, choice in (("pruning", pruning.get("temperature_choice")),
+                             ("pruning for parsing", pruning.get("parse_choice"))):
+            if choice and not args.quiet:
+                print(f"{what}: temperature {choice['temperature']:g}, at most "
+                      f"{choice['max_heads']} heads per word, keeps "
+                      f"{100 * choice['gold_heads_kept']:.2f}% of the {choice['on']} gold "
+                      f"heads (target {100 * choice['target']:.2f}%), "
+                      f"{choice['kept_heads_per_word']:.2f} candidate heads per word",
+                      file=sys.stderr)
         if model.train_skipped:
             print(f"arboreal: warning: {model.train_skipped} training sentence(s) too long "
                   f"for the order-{model.order} memory budget were trained at first order "

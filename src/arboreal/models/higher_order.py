@@ -66,8 +66,8 @@ GRAND_SCOPES = ("outer", "all")
 #: options of the higher-order parts (``arboreal train --learner-option KEY=VALUE``),
 #: with their defaults; ``pruner_epochs`` None = the parser's epochs
 OPTIONS = {"pruner_epochs": None, "max_heads": None, "threshold": 1e-4,
-           "prune_temperature": None, "prune_recall": 0.995, "grand_scope": "all",
-           "memory_budget": DEFAULT_BUDGET}
+           "prune_temperature": None, "prune_recall": 0.995, "parse_prune_recall": None,
+           "grand_scope": "all", "memory_budget": DEFAULT_BUDGET}
 #: the pruner temperatures tried when none is given
 TEMPERATURES = (5.0, 10.0, 20.0, 30.0, 50.0, 80.0, 120.0, 200.0, 400.0, 1000.0)
 #: the candidate heads per word (K) tried when no ``max_heads`` is given: of every
@@ -467,12 +467,7 @@ class HigherOrder:
                                     else prune_temperature),
                  memory_budget=memory_budget)
         if prune_temperature is None or max_heads is None:
-            if tune_on is not None and tune_on[0]:
-                data = tune_on
-            else:
-                rows = [i for i, e in enumerate(encs)
-                        if e.n <= TEMPERATURE_MAX_WORDS][:TEMPERATURE_SENTENCES]
-                data = ([encs[i] for i in rows], [golds[i] for i in rows])
+            data = cls.tuning_data(encs, golds, tune_on)
             choice = ho.fit_pruning(
                 *data, prune_recall,
                 TEMPERATURES if prune_temperature is None else (prune_temperature,),
@@ -481,6 +476,18 @@ class HigherOrder:
                                      "target": prune_recall,
                                      "on": "dev" if data is tune_on else "train"}
         return ho
+
+    @staticmethod
+    def tuning_data(encs: list, golds: list, tune_on: tuple[list, list] | None
+                    ) -> tuple[list, list]:
+        """The (encoded sentences, gold heads) pruning is chosen on: ``tune_on`` (the dev
+        data) if given, else the first TEMPERATURE_SENTENCES training sentences of at
+        most TEMPERATURE_MAX_WORDS words."""
+        if tune_on is not None and tune_on[0]:
+            return tune_on
+        rows = [i for i, e in enumerate(encs) if e.n <= TEMPERATURE_MAX_WORDS]
+        rows = rows[:TEMPERATURE_SENTENCES]
+        return [encs[i] for i in rows], [golds[i] for i in rows]
 
     @classmethod
     def from_file(cls, fields, arrays, features: FeatureSet, single_root: bool) -> "HigherOrder":

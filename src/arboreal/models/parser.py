@@ -150,6 +150,9 @@ def _train_higher_order(fs: FeatureSet, enc: list, heads: list, arc_heads: list,
     the model's metadata)``."""
     options = dict(options)
     pruner_epochs = options.pop("pruner_epochs") or epochs
+    parse_recall = options.pop("parse_prune_recall")
+    if parse_recall is not None and not 0.0 < parse_recall <= 1.0:
+        raise ArborealError("parse_prune_recall must lie in (0, 1]")
 
     def pruner_log(epoch: int, seconds: float) -> None:
         if log is not None:
@@ -174,6 +177,13 @@ def _train_higher_order(fs: FeatureSet, enc: list, heads: list, arc_heads: list,
     pruning = {"pruner_epochs": pruner_epochs, "gold_heads_kept_train": recall,
                "kept_heads_per_word_train": per_word, "temperature": ho.prune_temperature,
                "temperature_choice": ho.temperature_choice, "options": options}
+    if parse_recall is not None:
+        # the training masks above keep many competitors of the gold arcs for the
+        # learner; parsing (and the dev scores of the epochs) may prune harder
+        data = HigherOrder.tuning_data(enc, heads, tune_on)
+        choice = ho.fit_pruning(*data, parse_recall)
+        pruning["parse_choice"] = {**choice, "target": parse_recall,
+                                   "on": "dev" if data is tune_on else "train"}
 
     def decode(i: int, w: np.ndarray) -> np.ndarray:
         return ho.decode(fit_enc[i], fit_masks[i], w)

@@ -191,6 +191,9 @@ class HigherOrder:
         self.fallbacks_total = self.tightened_total = 0
         #: how training chose ``prune_temperature`` (None: given, or a loaded model)
         self.temperature_choice: dict | None = None
+        #: the :meth:`pruning_table` of the whole grid on the tuning data, when training
+        #: made one (None: given pruning, or a loaded model)
+        self.tuning_table: list[dict] | None = None
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -256,11 +259,35 @@ class HigherOrder:
                     temperatures: Sequence[float] = TEMPERATURES,
                     head_limits: Sequence[int] = HEAD_LIMITS) -> dict:
         """Choose ``prune_temperature`` and ``max_heads`` among ``temperatures`` x
-        ``head_limits``: of the pairs whose pruning keeps at least ``target`` of the gold
-        heads of these sentences, the one keeping the fewest candidate heads (the pair
-        keeping the most gold heads if none reaches the target). Returns
-        {temperature, max_heads, gold_heads_kept, kept_heads_per_word} of the choice.
-        O(len(temperatures)) batched marginals over the sentences."""
+        ``head_limits`` (:meth:`choose_pruning` of their :meth:`pruning_table`) and use
+        them. Returns {temperature, max_heads, gold_heads_kept, kept_heads_per_word} of
+        the choice. O(len(temperatures)) batched marginals over the sentences."""
+        return self.use_pruning(self.choose_pruning(
+            self.pruning_table(encs, golds, temperatures, head_limits), target))
+
+    def use_pruning(self, choice: dict) -> dict:
+        """Prune with the temperature and K of ``choice`` (a :meth:`pruning_table` row)."""
+        self.prune_temperature = choice["temperature"]
+        self.max_heads = choice["max_heads"]
+        return choice
+
+    @staticmethod
+    def choose_pruning(table: list[dict], target: float) -> dict:
+        """Of the pairs of a :meth:`pruning_table` whose pruning keeps at least ``target``
+        of the gold heads, the one keeping the fewest candidate heads (the pair keeping
+        the most gold heads if none reaches the target)."""
+        enough = [f for f in table if f["gold_heads_kept"] >= target]
+        if enough:
+            return min(enough, key=lambda f: (f["kept_heads_per_word"], f["max_heads"],
+                                              f["temperature"]))
+        return max(table, key=lambda f: (f["gold_heads_kept"], -f["kept_heads_per_word"]))
+
+    def pruning_table(self, encs: list, golds: list,
+                      temperatures: Sequence[float] = TEMPERATURES,
+                      head_limits: Sequence[int] = HEAD_LIMITS) -> list[dict]:
+        """{temperature, max_heads, gold_heads_kept, kept_heads_per_word} of pruning these
+        sentences (gold heads ``golds``) with every pair of ``temperatures`` x
+        ``head_limits``. O(len(temperatures)) batched marginals over the sentences."""
         batches = list(self._pruner_batches(encs))
         words = max(sum(int(ns.sum()) for _, ns, _, _ in batches), 1)
         found = []
@@ -282,15 +309,7 @@ class HigherOrder:
                        "gold_heads_kept": int(hit[k]) / words,
                        "kept_heads_per_word": int(kept[k]) / words}
                       for k, K in enumerate(head_limits)]
-        enough = [f for f in found if f["gold_heads_kept"] >= target]
-        if enough:
-            best = min(enough, key=lambda f: (f["kept_heads_per_word"], f["max_heads"],
-                                              f["temperature"]))
-        else:
-            best = max(found, key=lambda f: (f["gold_heads_kept"], -f["kept_heads_per_word"]))
-        self.prune_temperature = best["temperature"]
-        self.max_heads = best["max_heads"]
-        return best
+        return found
 
     def _over_budget_anyway(self, lengths: np.ndarray) -> np.ndarray:
         """Which sentences of these lengths exceed the memory budget even with one head
@@ -468,13 +487,15 @@ class HigherOrder:
                  memory_budget=memory_budget)
         if prune_temperature is None or max_heads is None:
             data = cls.tuning_data(encs, golds, tune_on)
-            choice = ho.fit_pruning(
-                *data, prune_recall,
-                TEMPERATURES if prune_temperature is None else (prune_temperature,),
+            table = ho.pruning_table(
+                *data, TEMPERATURES if prune_temperature is None else (prune_temperature,),
                 HEAD_LIMITS if max_heads is None else (max_heads,))
+            choice = ho.use_pruning(ho.choose_pruning(table, prune_recall))
             ho.temperature_choice = {**choice,
                                      "target": prune_recall,
                                      "on": "dev" if data is tune_on else "train"}
+            if prune_temperature is None and max_heads is None:
+                ho.tuning_table = table
         return ho
 
     @staticmethod

@@ -181,7 +181,8 @@ def _train_higher_order(fs: FeatureSet, enc: list, heads: list, arc_heads: list,
         # the training masks above keep many competitors of the gold arcs for the
         # learner; parsing (and the dev scores of the epochs) may prune harder
         data = HigherOrder.tuning_data(enc, heads, tune_on)
-        choice = ho.fit_pruning(*data, parse_recall)
+        table = ho.tuning_table if ho.tuning_table is not None else ho.pruning_table(*data)
+        choice = ho.use_pruning(ho.choose_pruning(table, parse_recall))
         pruning["parse_choice"] = {**choice, "target": parse_recall,
                                    "on": "dev" if data is tune_on else "train"}
 

@@ -255,16 +255,6 @@ class HigherOrder:
                 self.features.pack([encs[i] for i in chunk]), self.prune_weights)
             yield chunk, ns, batch, eisner(batch, single_root=self.single_root, lengths=ns)
 
-    def fit_pruning(self, encs: list, golds: list, target: float,
-                    temperatures: Sequence[float] = TEMPERATURES,
-                    head_limits: Sequence[int] = HEAD_LIMITS) -> dict:
-        """Choose ``prune_temperature`` and ``max_heads`` among ``temperatures`` x
-        ``head_limits`` (:meth:`choose_pruning` of their :meth:`pruning_table`) and use
-        them. Returns {temperature, max_heads, gold_heads_kept, kept_heads_per_word} of
-        the choice. O(len(temperatures)) batched marginals over the sentences."""
-        return self.use_pruning(self.choose_pruning(
-            self.pruning_table(encs, golds, temperatures, head_limits), target))
-
     def use_pruning(self, choice: dict) -> dict:
         """Prune with the temperature and K of ``choice`` (a :meth:`pruning_table` row)."""
         self.prune_temperature = choice["temperature"]
@@ -450,7 +440,7 @@ class HigherOrder:
         """Train the pruner (averaged perceptron, Eisner, ``epochs`` passes) on the
         encoded gold trees and return the higher-order component around it;
         ``log(epoch, seconds)`` after each pruner epoch. The ``prune_temperature`` and
-        ``max_heads`` not given are chosen (:meth:`fit_pruning`) to keep
+        ``max_heads`` not given are chosen (:meth:`choose_pruning`) to keep
         ``prune_recall`` of the gold heads of ``tune_on`` (encoded sentences, gold
         heads: the dev data), else of the first TEMPERATURE_SENTENCES training
         sentences of at most TEMPERATURE_MAX_WORDS words, with the fewest candidate

@@ -551,7 +551,8 @@ class Parser(PipelineMixin):
             try:
                 return learner_object.fit(train_data, n_epochs, on_epoch=on_epoch, seed=seed)
             except _StopEarly as stop:
-                stopped.append(stop.epoch)
+                if stop.epoch < n_epochs:      # not merely the run's last epoch
+                    stopped.append(stop.epoch)
                 return None
 
         stopped: list[int] = []

@@ -247,13 +247,19 @@ class HigherOrder:
         lengths, scores (B, N, N), best projective trees (B, N))``."""
         lengths = np.array([e.n for e in encs], dtype=np.int64)
         big = np.flatnonzero((lengths > 1) & ~self._over_budget_anyway(lengths))
-        big = big[np.argsort(lengths[big], kind="stable")]
-        for pos in _length_chunks(lengths[big]):
-            chunk = big[pos]
-            ns = lengths[chunk]
-            batch = self.features.arc_scores_batch(
-                self.features.pack([encs[i] for i in chunk]), self.prune_weights)
+        for chunk, ns, batch in self._arc_batches(encs, big, self.prune_weights):
             yield chunk, ns, batch, eisner(batch, single_root=self.single_root, lengths=ns)
+
+    def _arc_batches(self, encs: Sequence, rows: np.ndarray, w: np.ndarray):
+        """Arc scores under ``w`` of the sentences ``rows`` of ``encs``, in padded batches
+        of similar length (one batched kernel call each, see :func:`_length_chunks`):
+        yields ``(indices, lengths, scores (B, N, N))``."""
+        lengths = np.array([encs[i].n for i in rows], dtype=np.int64)
+        order = np.argsort(lengths, kind="stable")
+        rows, lengths = np.asarray(rows)[order], lengths[order]
+        for pos in _length_chunks(lengths):
+            yield rows[pos], lengths[pos], self.features.arc_scores_batch(
+                self.features.pack([encs[i] for i in rows[pos]]), w)
 
     def use_pruning(self, choice: dict) -> dict:
         """Prune with the temperature and K of ``choice`` (a :meth:`pruning_table` row)."""
@@ -396,14 +402,9 @@ class HigherOrder:
         for i in np.flatnonzero((lengths > 0) & ~pruned):   # over the budget: first order
             heads[i] = self.decode(encs[i], None, w)
         some = np.flatnonzero((lengths > 0) & pruned)
-        some = some[np.argsort(lengths[some], kind="stable")]
-        # arc scores of sentences of similar length in one batched kernel call
-        for pos in _length_chunks(lengths[some]):
-            chunk = some[pos]
-            arcs = self.features.arc_scores_batch(
-                self.features.pack([encs[i] for i in chunk]), w)
+        for chunk, ns, arcs in self._arc_batches(encs, some, w):
             for j, i in enumerate(chunk):
-                n1 = lengths[i] + 1
+                n1 = ns[j] + 1
                 heads[i] = self.decode(encs[i], masks[i], w,
                                        np.ascontiguousarray(arcs[j, :n1, :n1]))
         if self.last_fallbacks:

@@ -12,6 +12,12 @@ test on the words only one of the two models attaches correctly).
     python benchmarks/orders.py --configs 1-perceptron 2-perceptron 3-perceptron \\
         1-mira 2-mira 3-mira [--runs runs/orders] [--phases train,report] [--write]
 
+``--seeds S ...`` trains each configuration once per training seed (``arboreal train
+--seed``; seed 0 is the default); the report then adds each configuration's test UAS
+per seed with mean and standard deviation, and each order's gain over the order below
+per seed (same learner and seed), since one run's test UAS moves by a few tenths with
+the seed.
+
 Each configuration's model, outputs and figures stay in ``--runs`` (git-ignored), so
 ``--phases report`` can gather runs made one at a time (or from another checkout:
 ``--code DIR`` runs the commands with DIR's ``src`` on PYTHONPATH).
@@ -66,16 +72,25 @@ def heads_and_labels(path: Path) -> tuple[np.ndarray, np.ndarray]:
     return np.array(heads), np.array(labels)
 
 
-def train_config(config: str, runs: Path, code: Path) -> dict:
+def run_name(config: str, seed: int) -> str:
+    """The file stem of a configuration's run with training seed ``seed`` (seed 0, the
+    default of ``arboreal train``, keeps the bare configuration name)."""
+    return config if seed == 0 else f"{config}-seed{seed}"
+
+
+def train_config(config: str, runs: Path, code: Path, seed: int = 0) -> dict:
     order, learner = config.split("-", 1)
     f = files()
     env = dict(os.environ, PYTHONPATH=str(code / "src"), NUMBA_NUM_THREADS="1",
                OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     exe = [sys.executable, "-m", "arboreal"]
-    model = runs / f"{config}.npz"
-    out = runs / f"{config}.test.conllu"
+    name = run_name(config, seed)
+    model = runs / f"{name}.npz"
+    out = runs / f"{name}.test.conllu"
     train_cmd = ["train", str(f["train"]), "--dev", str(f["dev"]), "-o", str(model),
                  "--no-tagger", "--no-tokenizer", "--order", order, "--learner", learner]
+    if seed:
+        train_cmd += ["--seed", str(seed)]
     load = os.getloadavg()[0]
     wall, cpu, log = run_timed(exe + train_cmd, env)
     parse_cmd = ["parse", str(model), str(f["test"]), "-o", str(out)]
@@ -93,16 +108,16 @@ def train_config(config: str, runs: Path, code: Path) -> dict:
     history = meta.get("history") or []
     best = meta.get("best_epoch")
     dev_uas = max((h.get("dev_uas") or 0.0) for h in history) if history else None
-    result = {"config": config, "order": int(order), "learner": learner,
+    result = {"config": config, "seed": seed, "order": int(order), "learner": learner,
               "command": "arboreal " + " ".join(train_cmd), "train_wall_s": wall,
               "train_cpu_s": cpu, "load_at_start": load, "best_epoch": best,
               "dev_uas": dev_uas, "test_uas": 100 * right.mean(),
               "test_las": 100 * (right & (pred_l == gold_l)).mean(),
               "parse_wall_s": p_wall, "parse_cpu_s": p_cpu, "words": int(gold_h.size),
               "pruning": meta.get("pruning"), "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())}
-    (runs / f"{config}.json").write_text(json.dumps(result, indent=1))
-    np.save(runs / f"{config}.right.npy", right)
-    print(json.dumps({k: result[k] for k in ("config", "dev_uas", "test_uas", "test_las",
+    (runs / f"{name}.json").write_text(json.dumps(result, indent=1))
+    np.save(runs / f"{name}.right.npy", right)
+    print(json.dumps({k: result[k] for k in ("config", "seed", "dev_uas", "test_uas", "test_las",
                                               "train_wall_s", "parse_wall_s")}), flush=True)
     return result
 
@@ -132,6 +147,50 @@ def sign_test(a: np.ndarray, b: np.ndarray) -> tuple[int, int, float]:
     n, k = only_a + only_b, min(only_a, only_b)
     p = min(1.0, 2 * sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n) if n else 1.0
     return only_a, only_b, p
+
+
+def seed_summary(runs: Path, configs: list[str]) -> list[str]:
+    """Table lines over every training seed found in ``runs`` (none when each
+    configuration has one run): each configuration's test UAS per seed, mean and sample
+    standard deviation, and each order's difference to the order below for the same
+    learner and seed (mean and range over the seeds both have)."""
+    runs_of: dict[str, dict[int, dict]] = {}
+    for c in configs:
+        for path in [runs / f"{c}.json", *sorted(runs.glob(f"{c}-seed*.json"))]:
+            if path.exists():
+                r = json.loads(path.read_text())
+                runs_of.setdefault(c, {})[int(r.get("seed", 0))] = r
+    if all(len(v) < 2 for v in runs_of.values()):
+        return []
+    seeds = sorted({s for v in runs_of.values() for s in v})
+    head = " | ".join(f"seed {s}" for s in seeds)
+    lines = ["", f"| order | learner | test UAS: {head} | mean | sd | dev UAS mean |",
+             "|---|---|" + "---:|" * (len(seeds) + 3)]
+    for c, by_seed in runs_of.items():
+        order, learner = c.split("-", 1)
+        uas = [by_seed[s]["test_uas"] for s in seeds if s in by_seed]
+        dev = [by_seed[s]["dev_uas"] for s in seeds if s in by_seed]
+        cells = " | ".join(f"{by_seed[s]['test_uas']:.2f}" if s in by_seed else "-"
+                           for s in seeds)
+        sd = f"{np.std(uas, ddof=1):.2f}" if len(uas) > 1 else "-"
+        lines.append(f"| {order} | {learner} | {cells} | {np.mean(uas):.2f} | {sd} | "
+                     f"{np.mean(dev):.2f} |")
+    lines += ["", f"| learner | orders | test UAS difference: {head} | mean | min | max |",
+              "|---|---|" + "---:|" * (len(seeds) + 3)]
+    for c, by_seed in runs_of.items():
+        order, learner = c.split("-", 1)
+        low = runs_of.get(f"{int(order) - 1}-{learner}")
+        if low is None:
+            continue
+        both = [s for s in seeds if s in by_seed and s in low]
+        if not both:
+            continue
+        diff = {s: by_seed[s]["test_uas"] - low[s]["test_uas"] for s in both}
+        cells = " | ".join(f"{diff[s]:+.2f}" if s in diff else "-" for s in seeds)
+        vals = list(diff.values())
+        lines.append(f"| {learner} | {order} vs {int(order) - 1} | {cells} | "
+                     f"{np.mean(vals):+.2f} | {min(vals):+.2f} | {max(vals):+.2f} |")
+    return lines
 
 
 def report(runs: Path, configs: list[str], before: Path | None = None) -> str:
@@ -184,6 +243,7 @@ def report(runs: Path, configs: list[str], before: Path | None = None) -> str:
                         if old else "- | - |"))
     if len(speed) > 3:
         pairs += speed
+    pairs += seed_summary(runs, configs)
     dates = sorted({r["date"] for r in rows})
     loads = ", ".join(f"{r['config']} {r['load_at_start']:.1f}" for r in rows)
     note = (f"\n\n{TREEBANK[0]}: train, best epoch on dev, test, gold tags; every word counted "
@@ -211,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--before", default=None, metavar="DIR",
                     help="report: runs of the same configurations with earlier code (their "
                          "speed.json) for before/after parse-speed ratios")
+    ap.add_argument("--seeds", type=int, nargs="+", default=[0],
+                    help="train: the training seeds (arboreal train --seed) of each "
+                         "configuration; report: every seed found in --runs is summarized")
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--note", default="", help="text appended to the report")
     args = ap.parse_args(argv)
@@ -219,8 +282,9 @@ def main(argv: list[str] | None = None) -> int:
     runs.mkdir(parents=True, exist_ok=True)
     phases = args.phases.split(",")
     if "train" in phases:
-        for config in args.configs:
-            train_config(config, runs, Path(args.code))
+        for seed in args.seeds:
+            for config in args.configs:
+                train_config(config, runs, Path(args.code), seed)
     if "speed" in phases:
         for config in args.configs:
             retime(config, runs, Path(args.code), args.rounds)

@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     for spec in args.runs:
         work, _, treebank = spec.partition(":")
         models.append((Path(work), treebank or "UD_English-EWT"))
-    best: dict = {}
+    times: dict = {}   # (work dir, treebank, input kind, checkout) -> wall s of each round
     for _ in range(args.rounds):
         for work, tb in models:
             model = work / f"{tb}.model"
@@ -56,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
                     t = timed([sys.executable, "-m", "arboreal", "parse", str(model), *given,
                                "-o", os.devnull], env=env)
                     key = (str(work), tb, kind, name)
-                    best.setdefault(key, []).append(t["wall"])
+                    times.setdefault(key, []).append(t["wall"])
                     print(key, f"{t['wall']:.2f} s (load {t['load']:.2f})", flush=True)
     names = [n for n, _ in codes]
     lines = ["| run | treebank | input | " + " | ".join(f"{n}: s (words/s)" for n in names)
@@ -65,8 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     for work, tb in models:
         words = count_words(work / f"{tb}.gold-tok.conllu")
         for kind in ("raw text", "gold tokens"):
-            secs = [min(best[(str(work), tb, kind, n)]) for n in names]
-            medians = [float(np.median(best[(str(work), tb, kind, n)])) for n in names]
+            secs = [min(times[(str(work), tb, kind, n)]) for n in names]
+            medians = [float(np.median(times[(str(work), tb, kind, n)])) for n in names]
             cells = [f"{s:.2f} ({words / s:,.0f}); median {m:.2f}"
                      for s, m in zip(secs, medians)]
             ratio = [f"{secs[-1] / secs[0]:.2f}"] if len(names) > 1 else []

@@ -64,10 +64,16 @@ PART_NAMES = {"sibling": "sib", "grandparent": "grand", "grand-sibling": "gsib",
 DEFAULT_PARTS = {1: (), 2: ("sib", "grand"), 3: ("sib", "grand", "gsib", "trisib")}
 GRAND_SCOPES = ("outer", "all")
 #: options of the higher-order parts (``arboreal train --learner-option KEY=VALUE``),
-#: with their defaults; ``pruner_epochs`` None = the parser's epochs
+#: with their defaults; ``pruner_epochs`` None = PRUNER_EPOCHS, or the parser's epochs if
+#: fewer
 OPTIONS = {"pruner_epochs": None, "max_heads": None, "threshold": 1e-4,
            "prune_temperature": None, "prune_recall": 0.995, "parse_prune_recall": None,
            "grand_scope": "all", "memory_budget": DEFAULT_BUDGET}
+#: the pruner's passes when none are given, chosen on EWT dev UAS with orders 2 and 3
+#: (docs/benchmarks.md, section "orders"): a pruner trained for fewer passes than the
+#: parser keeps more competing heads, in the training masks and at parse time, for the
+#: same share of gold heads, and has not yet memorized the training trees
+PRUNER_EPOCHS = 4
 #: the pruner temperatures tried when none is given
 TEMPERATURES = (5.0, 10.0, 20.0, 30.0, 50.0, 80.0, 120.0, 200.0, 400.0, 1000.0)
 #: the candidate heads per word (K) tried when no ``max_heads`` is given: of every

@@ -541,3 +541,17 @@ def test_first_order_analyses_are_refused_clearly_for_higher_orders(trained, tmp
     with pytest.raises(ArborealError, match="first-order model"):
         models[2].arc_marginals(read_conllu(test)[:2])
     assert main(["warmup", str(path)]) == 0
+
+
+def test_pruner_trains_for_at_most_its_default_passes(sample):
+    """Without ``pruner_epochs`` the pruner trains PRUNER_EPOCHS passes, or the parser's
+    epochs if fewer; a given number is used as given."""
+    from arboreal.models.higher_order import PRUNER_EPOCHS
+
+    train = sample[0][:30]
+    for epochs, given, want in ((PRUNER_EPOCHS + 2, None, PRUNER_EPOCHS), (1, None, 1),
+                                (1, PRUNER_EPOCHS + 1, PRUNER_EPOCHS + 1)):
+        opts = {} if given is None else {"pruner_epochs": given}
+        model = Parser.train(train, order=2, epochs=epochs, max_heads=5,
+                             prune_temperature=10.0, **opts, **SMALL)
+        assert model.meta["training"]["higher_order"]["pruner_epochs"] == want

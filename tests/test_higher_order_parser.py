@@ -543,14 +543,21 @@ def test_first_order_analyses_are_refused_clearly_for_higher_orders(trained, tmp
     assert main(["warmup", str(path)]) == 0
 
 
-def test_pruner_trains_for_at_most_its_default_passes(sample):
-    """Without ``pruner_epochs`` the pruner trains PRUNER_EPOCHS passes, or the parser's
-    epochs if fewer; a given number is used as given."""
-    from arboreal.models.higher_order import PRUNER_EPOCHS
+def test_pruner_passes_follow_the_training_words(sample):
+    """Without ``pruner_epochs`` the pruner reads about PRUNER_WORDS training words:
+    round(PRUNER_WORDS / words) passes, at least one, at most the parser's epochs (a
+    small training set gets the parser's epochs, a large one fewer); a given number is
+    used as given."""
+    from arboreal.models.higher_order import PRUNER_WORDS, default_pruner_epochs
 
+    assert default_pruner_epochs(PRUNER_WORDS // 4, 10) == 4
+    assert default_pruner_epochs(PRUNER_WORDS // 4, 3) == 3
+    assert default_pruner_epochs(PRUNER_WORDS // 40, 10) == 10
+    assert default_pruner_epochs(PRUNER_WORDS * 3, 10) == 1
     train = sample[0][:30]
-    for epochs, given, want in ((PRUNER_EPOCHS + 2, None, PRUNER_EPOCHS), (1, None, 1),
-                                (1, PRUNER_EPOCHS + 1, PRUNER_EPOCHS + 1)):
+    words = sum(len(s) for s in train)
+    for epochs, given, want in ((12, None, min(12, round(PRUNER_WORDS / words))),
+                                (1, None, 1), (1, 3, 3)):
         opts = {} if given is None else {"pruner_epochs": given}
         model = Parser.train(train, order=2, epochs=epochs, max_heads=5,
                              prune_temperature=10.0, **opts, **SMALL)

@@ -64,17 +64,25 @@ PART_NAMES = {"sibling": "sib", "grandparent": "grand", "grand-sibling": "gsib",
 DEFAULT_PARTS = {1: (), 2: ("sib", "grand"), 3: ("sib", "grand", "gsib", "trisib")}
 GRAND_SCOPES = ("outer", "all")
 #: options of the higher-order parts (``arboreal train --learner-option KEY=VALUE``),
-#: with their defaults; ``pruner_epochs`` None = PRUNER_EPOCHS, or the parser's epochs if
-#: fewer
+#: with their defaults; ``pruner_epochs`` None = :func:`default_pruner_epochs`
 OPTIONS = {"pruner_epochs": None, "max_heads": None, "threshold": 1e-4,
            "prune_temperature": None, "prune_recall": 0.995, "parse_prune_recall": None,
            "grand_scope": "all", "memory_budget": DEFAULT_BUDGET}
-#: the pruner's passes when none are given, chosen on EWT dev UAS with orders 2 and 3
-#: (docs/benchmarks.md, section "orders"): a pruner trained for fewer passes than the
-#: parser keeps more competing heads, in the training masks and at parse time, for the
-#: same share of gold heads. On small treebanks the perceptron's order 2 did better with
-#: the pruner trained longer (sections "orders_*"): pass ``pruner_epochs`` there
-PRUNER_EPOCHS = 4
+#: the training words the pruner reads when no ``pruner_epochs`` is given: as many
+#: passes over the training set as make about this many words (at least one, at most
+#: the parser's epochs). Chosen on dev UAS with orders 2 and 3 (docs/benchmarks.md,
+#: sections "orders" and "orders_*"): on EWT (about 200,000 training words: 4 passes)
+#: a pruner trained for fewer passes than the parser keeps more competing heads, in the
+#: training masks and at parse time, for the same share of gold heads; on treebanks of
+#: a few ten thousand words 4 passes left the pruner short of what the perceptron's
+#: order 2 needed, and the parser's 10 epochs did better
+PRUNER_WORDS = 800_000
+
+
+def default_pruner_epochs(train_words: int, epochs: int) -> int:
+    """The pruner's passes over ``train_words`` training words when none are given:
+    round(PRUNER_WORDS / train_words), at least 1, at most the parser's ``epochs``."""
+    return max(1, min(epochs, round(PRUNER_WORDS / max(train_words, 1))))
 #: the pruner temperatures tried when none is given
 TEMPERATURES = (5.0, 10.0, 20.0, 30.0, 50.0, 80.0, 120.0, 200.0, 400.0, 1000.0)
 #: the candidate heads per word (K) tried when no ``max_heads`` is given: of every

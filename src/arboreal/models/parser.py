@@ -25,8 +25,8 @@ from arboreal.features.higher_order import CLUSTER_PART_TEMPLATES, DEFAULT_PART_
 from arboreal.features.hashing import as_aligned
 from arboreal.learn import TrainingData, decode, get_learner
 from arboreal.models.analysis import analyze, arc_marginals, score_matrices
-from arboreal.models.higher_order import (OPTIONS as HIGHER_ORDER_OPTIONS, PRUNER_EPOCHS,
-                                          HigherOrder, parse_parts)
+from arboreal.models.higher_order import (OPTIONS as HIGHER_ORDER_OPTIONS, HigherOrder,
+                                          default_pruner_epochs, parse_parts)
 from arboreal.models.pieces import parse_in_pieces
 from arboreal.models.pipeline import (PIPELINE_SECTIONS, PipelineMixin, attach_pipeline,
                                        complete_tags, put_pipeline)
@@ -149,7 +149,8 @@ def _train_higher_order(fs: FeatureSet, enc: list, heads: list, arc_heads: list,
     (see TrainingData; None when the parts have no marginals), the pruning facts for
     the model's metadata)``."""
     options = dict(options)
-    pruner_epochs = options.pop("pruner_epochs") or min(PRUNER_EPOCHS, epochs)
+    pruner_epochs = (options.pop("pruner_epochs")
+                     or default_pruner_epochs(sum(len(h) - 1 for h in heads), epochs))
     parse_recall = options.pop("parse_prune_recall")
     if parse_recall is not None and not 0.0 < parse_recall <= 1.0:
         raise ArborealError("parse_prune_recall must lie in (0, 1]")

@@ -276,6 +276,10 @@ def main(argv: list[str] | None = None) -> int:
                          "configuration; report: every seed found in --runs is summarized")
     ap.add_argument("--write", action="store_true")
     ap.add_argument("--note", default="", help="text appended to the report")
+    ap.add_argument("--section", default=None,
+                    help="--write: the docs/benchmarks.md section (default: orders, or "
+                         "orders_TREEBANK), e.g. for runs of a variant of the code")
+    ap.add_argument("--title", default=None, help="--write: the section's title")
     args = ap.parse_args(argv)
     TREEBANK[0] = args.treebank
     runs = Path(args.runs)
@@ -297,8 +301,10 @@ def main(argv: list[str] | None = None) -> int:
             from _report import write_section
 
             short = args.treebank.removeprefix("UD_")
-            write_section("orders" if short == "English-EWT" else f"orders_{short}",
-                          f"Orders 1-3 with the defaults of arboreal train ({short}, gold tags)",
+            write_section(args.section or ("orders" if short == "English-EWT"
+                                           else f"orders_{short}"),
+                          args.title or f"Orders 1-3 with the defaults of arboreal train "
+                                        f"({short}, gold tags)",
                           "python benchmarks/orders.py " + " ".join(
                               a for a in (argv or sys.argv[1:]) if a != args.note)
                           .replace("--note", "--note ..."), body)

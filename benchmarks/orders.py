@@ -29,6 +29,7 @@ import json
 import math
 import os
 import resource
+import shlex
 import subprocess
 import sys
 import time
@@ -305,7 +306,7 @@ def main(argv: list[str] | None = None) -> int:
                                            else f"orders_{short}"),
                           args.title or f"Orders 1-3 with the defaults of arboreal train "
                                         f"({short}, gold tags)",
-                          "python benchmarks/orders.py " + " ".join(
+                          "python benchmarks/orders.py " + shlex.join(
                               a for a in (argv or sys.argv[1:]) if a != args.note)
                           .replace("--note", "--note ..."), body)
     return 0

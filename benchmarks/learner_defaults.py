@@ -10,7 +10,11 @@ dev; one without trains on 90% of dev and tunes on the other 10% (seeded).
 
     python benchmarks/learner_defaults.py [--learners perceptron loglinear eg]
         [--langs Ara Dut ...] [--order 2] [--runs runs/learner_defaults]
-        [--phases train,report] [--write]
+        [--phases train,report] [--write [--section NAME --title TITLE --note TEXT]]
+
+A learner may carry options, ``NAME:KEY=VALUE[,KEY=VALUE...]`` (each passed as
+``--learner-option KEY=VALUE``; e.g. ``mira:cost=0``); its runs are kept as
+``NAME-KEY=VALUE...``.
 
 ``--order 2`` adds ``--order 2`` to every training command (second-order parts,
 the same pruner for every learner); its runs are kept as ``LEARNER-o2``.
@@ -22,6 +26,7 @@ import json
 import math
 import os
 import resource
+import shlex
 import subprocess
 import sys
 import time
@@ -52,9 +57,19 @@ def sentence_correct(gold: Path, pred: Path) -> np.ndarray:
                      for g, p in zip(read_conllu(gold), read_conllu(pred))])
 
 
-def train_one(lang: str, learner: str, runs: Path, code: Path, order: int = 1) -> dict:
+def learner_run(spec: str) -> tuple[str, list[str], str]:
+    """(learner, its ``--learner-option`` arguments, run name) of a learner spec
+    ``NAME[:KEY=VALUE,...]``."""
+    learner, _, opts = spec.partition(":")
+    pairs = [o for o in opts.split(",") if o]
+    args = [a for o in pairs for a in ("--learner-option", o)]
+    return learner, args, "-".join([learner, *pairs])
+
+
+def train_one(lang: str, spec: str, runs: Path, code: Path, order: int = 1) -> dict:
     from arboreal.io.conllu import write_conllu
 
+    learner, options, run = learner_run(spec)
     folder, prefix = {k: (f, p) for k, f, p in LANGS}[lang]
     d = runs / lang
     d.mkdir(parents=True, exist_ok=True)
@@ -67,12 +82,13 @@ def train_one(lang: str, learner: str, runs: Path, code: Path, order: int = 1) -
     env = dict(os.environ, PYTHONPATH=str(code / "src"), NUMBA_NUM_THREADS="1",
                OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
     exe = [sys.executable, "-m", "arboreal"]
-    name = learner if order == 1 else f"{learner}-o{order}"
+    name = run if order == 1 else f"{run}-o{order}"
     model, out = d / f"{name}.npz", d / f"{name}.test.conllu"
     t = time.perf_counter()
     cpu, _ = run_timed(exe + ["train", str(files["train"]), "--dev", str(files["held"]),
                               "-o", str(model), "--no-tagger", "--no-tokenizer",
-                              "--learner", learner, "--order", str(order), "--quiet"], env)
+                              "--learner", learner, *options, "--order", str(order),
+                              "--quiet"], env)
     wall = time.perf_counter() - t
     run_timed(exe + ["parse", str(model), str(files["test"]), "-o", str(out)], env)
     gold_h, _ = heads_and_labels(files["test"])
@@ -96,7 +112,7 @@ def train_one(lang: str, learner: str, runs: Path, code: Path, order: int = 1) -
 
 def report(runs: Path, langs: list[str], learners: list[str], order: int = 1) -> str:
     suffix = "" if order == 1 else f"-o{order}"
-    learners = [learner + suffix for learner in learners]
+    learners = [learner_run(spec)[2] + suffix for spec in learners]
     base = "perceptron" + suffix
     res = {(r["lang"], r["learner"]): r for lang in langs for learner in learners
            if (p := runs / lang / f"{learner}.json").exists() for r in [json.loads(p.read_text())]}
@@ -156,6 +172,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--phases", default="train,report")
     ap.add_argument("--order", type=int, default=1, choices=(1, 2))
     ap.add_argument("--write", action="store_true")
+    ap.add_argument("--section", default=None,
+                    help="--write: the docs/benchmarks.md section (default: learner_defaults, "
+                         "with --order 2 learner_defaults_order2)")
+    ap.add_argument("--title", default=None, help="--write: the section's title")
+    ap.add_argument("--note", default="", help="text appended to the report")
     args = ap.parse_args(argv)
     runs = Path(args.runs)
     phases = args.phases.split(",")
@@ -165,6 +186,8 @@ def main(argv: list[str] | None = None) -> int:
                 train_one(lang, learner, runs, Path(args.code), args.order)
     if "report" in phases:
         body = report(runs, args.langs, args.learners, args.order)
+        if args.note:
+            body += "\n\n" + args.note
         print(body)
         if args.write:
             from _report import write_section
@@ -174,9 +197,10 @@ def main(argv: list[str] | None = None) -> int:
             if args.order != 1:
                 key += f"_order{args.order}"
                 title = title.replace("arboreal train", f"arboreal train --order {args.order}")
-            write_section(key, title,
-                          "python benchmarks/learner_defaults.py " + " ".join(argv or sys.argv[1:]),
-                          body)
+            write_section(args.section or key, args.title or title,
+                          "python benchmarks/learner_defaults.py " + shlex.join(
+                              a for a in (argv or sys.argv[1:]) if a != args.note)
+                          .replace("--note", "--note ..."), body)
     return 0
 
 

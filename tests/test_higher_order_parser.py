@@ -257,9 +257,11 @@ def test_unsupported_higher_order_learner_is_a_clear_error(tmp_path, capsys):
     assert "needs part marginals" in err and "Traceback" not in err
 
 
-def _dense_reference_fit(ho, encs, golds, allowed, epochs, C=0.5, mira=True, seed=0):
+def _dense_reference_fit(ho, encs, golds, allowed, epochs, C=0.5, mira=True, seed=0,
+                         cost=0.0):
     """The slow way: phi(gold) - phi(pred) built in a dense 2**bits vector per update
-    (step 1 for the perceptron, MIRA's closed form with ``mira``)."""
+    (step 1 for the perceptron, MIRA's closed form with ``mira``; pred decoded with
+    ``cost`` added to every non-gold arc's score)."""
     from arboreal.learn.perceptron import final_weights
 
     dim = ho.features.dim
@@ -269,7 +271,10 @@ def _dense_reference_fit(ho, encs, golds, allowed, epochs, C=0.5, mira=True, see
     for _ in range(epochs):
         for i in rng.permutation(len(encs)):
             enc, gold = encs[i], golds[i]
-            pred = ho.decode(enc, allowed[i], w)
+            arc = ho.features.arc_scores(enc, w)
+            wrong = np.ones_like(arc, dtype=bool)
+            wrong[gold[1:], np.arange(1, gold.shape[0])] = False
+            pred = ho.decode(enc, allowed[i], w, np.where(wrong, arc + cost, arc))
             errors = int((pred[1:] != gold[1:]).sum())
             if errors:
                 diff = np.zeros(dim)
@@ -288,10 +293,12 @@ def _dense_reference_fit(ho, encs, golds, allowed, epochs, C=0.5, mira=True, see
     return final_weights(w, u, c, True)
 
 
-@pytest.mark.parametrize("order,learner", [(2, "mira"), (3, "mira"), (2, "perceptron")])
-def test_sparse_update_matches_dense_reference(sample, order, learner):
-    """MIRA's and the perceptron's explicit-id updates over arcs and parts (arboreal.learn,
-    the learners of every order) give the weights of the dense O(2**bits) update."""
+@pytest.mark.parametrize("order,learner,cost", [(2, "mira", 1.0), (3, "mira", 1.0),
+                                               (3, "mira", 0.0), (2, "perceptron", 0.0)])
+def test_sparse_update_matches_dense_reference(sample, order, learner, cost):
+    """MIRA's (cost-augmented by default, or not) and the perceptron's explicit-id updates
+    over arcs and parts (arboreal.learn, the learners of every order) give the weights of
+    the dense O(2**bits) update."""
     from arboreal.learn import TrainingData, get_learner
     from arboreal.learn.perceptron import signed_ids
 
@@ -308,10 +315,16 @@ def test_sparse_update_matches_dense_reference(sample, order, learner):
         a = rng.random((n + 1, n + 1)) < 0.5
         a[s.heads[1:], np.arange(1, n + 1)] = True
         allowed.append(a)
-    want = _dense_reference_fit(ho, encs, golds, allowed, 2, mira=learner == "mira")
-    data = TrainingData(fs, encs, golds, parts=ho.parts,
-                        decoder=lambda i, w: ho.decode(encs[i], allowed[i], w))
-    got = get_learner(learner, **({"C": 0.5} if learner == "mira" else {})).fit(data, 2)
+    want = _dense_reference_fit(ho, encs, golds, allowed, 2, mira=learner == "mira",
+                                cost=cost)
+
+    def decoder(i, w, bias=None):
+        arc = None if bias is None else fs.arc_scores(encs[i], w) + bias
+        return ho.decode(encs[i], allowed[i], w, arc)
+
+    data = TrainingData(fs, encs, golds, parts=ho.parts, decoder=decoder)
+    options = {"C": 0.5} if cost else {"C": 0.5, "cost": 0.0}
+    got = get_learner(learner, **(options if learner == "mira" else {})).fit(data, 2)
     assert np.count_nonzero(want) > 1000
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     # the sparse difference itself, on trees that differ

@@ -127,3 +127,57 @@ def test_pairwise_sum_is_numpys(n, seed):
     rng = np.random.default_rng(seed)
     a = rng.normal(size=n) * 10.0 ** rng.integers(-3, 5, size=n)
     assert _pairwise_sum(a, 0, n) == 0.0 + a.sum()
+
+
+
+def _first_constraint_tree(gold, cons):
+    """The tree of the first constraint: gold with its -1 arcs."""
+    _, arc_h, arc_m, con_ptr, con_arc, con_coef = cons
+    y = gold.copy()
+    for p in range(con_ptr[0], con_ptr[1]):
+        if con_coef[p] < 0:
+            y[arc_m[con_arc[p]]] = arc_h[con_arc[p]]
+    return y
+
+
+@settings(max_examples=80, deadline=None)
+@given(n=st.integers(2, 6), projective=st.booleans(), single_root=st.booleans(),
+       cost=st.sampled_from([0.0, 0.5, 1.0, 2.0]), kbest=st.booleans(),
+       seed=st.integers(0, 2**32 - 1))
+def test_constraint_tree_is_cost_augmented(n, projective, single_root, cost, kbest, seed):
+    """1-best MIRA's constraint tree maximizes score + cost * wrong heads (brute force
+    over every tree, ties allowed), its b is its loss minus its margin under the
+    model's own scores, and with the default cost 1 it is the most violated margin
+    constraint s(gold) - s(y) >= L(y); k-best MIRA's constraints include that one."""
+    from types import SimpleNamespace
+
+    from brute_force import all_trees, tree_scores
+
+    from arboreal.learn.mira import Mira
+
+    rng = np.random.default_rng(seed)
+    trees = all_trees(n, projective, single_root)
+    gold = trees[rng.integers(len(trees))]
+    scores = rng.normal(size=(n + 1, n + 1)).round(1)   # ties are likely
+    s_trees = tree_scores(scores, trees)
+    s_gold = tree_scores(scores, gold[None])[0]
+    loss = (trees[:, 1:] != gold[1:]).sum(axis=1)
+    violation = loss - (s_gold - s_trees)
+    best = (s_trees + cost * loss).max()
+    data = SimpleNamespace(projective=projective, single_root=single_root)
+    if kbest and projective:
+        cons = KBestMira(k=3, cost=1.0)._constraints(data, None, gold, scores)
+        assert np.isclose(0.0 if cons is None else cons[0].max(), max(0.0, violation.max()))
+        return
+    cons = Mira(cost=cost)._constraints(data, None, gold, scores)
+    if cons is None:   # the tree found is gold or not violated
+        argmax = np.isclose(s_trees + cost * loss, best)
+        assert ((loss == 0) | (violation <= 1e-9))[argmax].any()
+    else:
+        y = _first_constraint_tree(gold, cons)
+        s_y = tree_scores(scores, y[None])[0]
+        l_y = int((y[1:] != gold[1:]).sum())
+        assert np.isclose(s_y + cost * l_y, best)
+        assert np.isclose(cons[0][0], l_y - (s_gold - s_y)) and cons[0][0] > 0
+    if cost == 1.0:
+        assert np.isclose(0.0 if cons is None else cons[0][0], max(0.0, violation.max()))

@@ -32,7 +32,7 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
-__all__ = ["TrainingData", "require_arc_factored", "require_marginals", "part_expectation", "Learner", "LEARNERS", "get_learner", "decode",
+__all__ = ["TrainingData", "require_arc_factored", "require_marginals", "part_expectation", "Learner", "LEARNERS", "get_learner", "decode", "cost_bias",
            "decode_kbest", "BatchLearner"]
 
 
@@ -52,10 +52,11 @@ class TrainingData:
     parts: higher-order part features sharing the arc features' weight vector
         (:class:`~arboreal.features.higher_order.HigherOrderFeatures`), or None for
         an arc-factored model.
-    decoder: ``decoder(i, w) -> heads`` (n+1,) the best tree of sentence i under
-        weights w over arcs and parts (required with ``parts``; the model owns
-        pruning and the higher-order decoders); None: arc-factored decoding by
-        ``projective``.
+    decoder: ``decoder(i, w, bias) -> heads`` (n+1,) the best tree of sentence i under
+        weights w over arcs and parts, with ``bias`` None or (n+1, n+1) offsets added
+        to the arc scores (cost-augmented decoding, :func:`cost_bias`); required with
+        ``parts`` (the model owns pruning and the higher-order decoders); None:
+        arc-factored decoding by ``projective``.
     part_index: ``part_index(i) -> PartIndex``: the pruned arcs and part layout of
         sentence i (:class:`~arboreal.inference.higher_order.PartIndex`; the model
         owns pruning). Given with ``parts`` that have marginals (siblings,
@@ -92,7 +93,7 @@ class TrainingData:
         keep = [int(i) for i in keep]
         n = len(self.encoded)
         decoder = None if self.decoder is None else \
-            (lambda i, w, _d=self.decoder: _d(keep[i], w))
+            (lambda i, w, bias=None, _d=self.decoder: _d(keep[i], w, bias))
         part_index = None if self.part_index is None else \
             (lambda i, _p=self.part_index: _p(keep[i]))
         extra = {k: [v[i] for i in keep] if isinstance(v, list) and len(v) == n else v
@@ -112,11 +113,15 @@ class TrainingData:
         """The sentence indices of one epoch, wrapped by ``progress`` if given."""
         return order if self.progress is None else self.progress(order, epoch)
 
-    def decode(self, i: int, w: np.ndarray) -> np.ndarray:
-        """The best tree (n+1,) of sentence i under weights w."""
+    def decode(self, i: int, w: np.ndarray, cost: float = 0.0) -> np.ndarray:
+        """The best tree (n+1,) of sentence i under weights w; with ``cost`` > 0 the
+        cost-augmented one: every arc but the gold ones scores ``cost`` more (the tree
+        maximizing score + cost * wrong heads)."""
+        bias = cost_bias(self.heads[i], cost) if cost else None
         if self.decoder is not None:
-            return self.decoder(i, w)
-        return decode(self.features.arc_scores(self.encoded[i], w), self.projective,
+            return self.decoder(i, w, bias)
+        scores = self.features.arc_scores(self.encoded[i], w)
+        return decode(scores if bias is None else scores + bias, self.projective,
                       self.single_root)
 
     def tree_items(self, i: int, gold: np.ndarray, trees: list[np.ndarray]
@@ -245,6 +250,17 @@ class Learner(Protocol):
 
     def fit(self, data: TrainingData, epochs: int, on_epoch: EpochCallback | None = None,
             seed: int = 0) -> np.ndarray: ...
+
+
+def cost_bias(heads: np.ndarray, cost: float) -> np.ndarray:
+    """(n+1, n+1) arc-score offsets of cost-augmented decoding for gold ``heads``
+    (n+1,): ``cost`` on every arc but the gold ones (0 there), so that the best tree
+    under ``scores + cost_bias`` maximizes score + cost * (number of wrong heads)."""
+    heads = np.asarray(heads)
+    n = heads.shape[0] - 1
+    bias = np.full((n + 1, n + 1), float(cost))
+    bias[heads[1:], np.arange(1, n + 1)] = 0.0
+    return bias
 
 
 def decode(scores: np.ndarray, projective: bool, single_root: bool,

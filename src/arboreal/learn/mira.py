@@ -7,12 +7,18 @@ head (the two-stage parser trains labels separately, see
 :mod:`arboreal.models.labeler`).
 
 * ``Mira`` (1-best): one constraint, the best tree under the current weights
-  (Eisner or Chu-Liu-Edmonds); closed-form update
-  ``alpha = min(C, max(0, (L - margin) / ||df||^2))``.
-* ``KBestMira``: the k best projective trees (``eisner_kbest``, k = 5 by default),
-  solved with Hildreth's algorithm. Chu-Liu-Edmonds has no k-best extension in
-  arboreal (the paper also uses k = 1 there), so non-projective training falls back
-  to the 1-best constraint.
+  (Eisner or Chu-Liu-Edmonds) made *cost-augmented*: every non-gold arc scores
+  ``cost`` more (default 1), so the tree found maximizes score + cost * loss, with
+  cost 1 the most violated constraint of the margin ``s(gold) - s(y) >= L(y)`` rather
+  than the tree the model predicts (loss-augmented inference, Taskar et al. 2004; the
+  max-loss update of Crammer et al. 2006; TurboParser's ``svm_mira``); ``cost=0`` is
+  McDonald et al.'s prediction-based constraint. Closed-form update
+  ``alpha = min(C, max(0, (L - margin) / ||df||^2))``, with L and the margin of the
+  tree found under the model's own scores.
+* ``KBestMira``: the k best projective trees (``eisner_kbest``, k = 5 by default;
+  cost-augmented as ``Mira``), solved with Hildreth's algorithm. Chu-Liu-Edmonds has
+  no k-best extension in arboreal (the paper also uses k = 1 there), so
+  non-projective training falls back to the 1-best constraint.
 * ``FactoredMira`` (§3.1.2): the arc-factored constraints
   ``s(l, j) - s(k, j) >= 1`` for the gold head l of every word j and every other
   head k. Only the violated constraints can get a non-zero dual variable, so we keep
@@ -21,7 +27,8 @@ head (the two-stage parser trains labels separately, see
   bounded by ``max_per_word * n``.
 
 Options: ``C`` (upper bound of the dual variables, default inf as in the paper),
-``average`` (default True), ``k`` (KBestMira), ``max_per_word`` (FactoredMira).
+``average`` (default True), ``cost`` (Mira, KBestMira: default 1), ``k`` (KBestMira),
+``max_per_word`` (FactoredMira, whose per-arc constraints carry their margin of 1).
 
 An update never touches a vector of the weights' size: a constraint is a signed
 list of arcs (for a tree, the gold and the predicted arc of each word it gets
@@ -41,7 +48,7 @@ import numpy as np
 from numba import njit
 
 from arboreal.inference.eisner import eisner_kbest
-from arboreal.learn import TrainingData, EpochCallback, decode
+from arboreal.learn import TrainingData, EpochCallback, cost_bias, decode
 from arboreal.learn.hildreth import _hildreth
 from arboreal.learn.perceptron import averaged_online_fit
 
@@ -415,11 +422,20 @@ class _MiraBase:
     #: trains models with higher-order parts (TrainingData.parts): 1-best there
     trains_parts = True
 
-    def __init__(self, C: float = np.inf, average: bool = True):
+    def __init__(self, C: float = np.inf, average: bool = True, cost: float = 1.0):
+        """``cost``: the score added to every non-gold arc when the constraint trees
+        are decoded (0: the trees the model predicts)."""
         self.C = float(C)
         self.average = bool(average)
+        self.cost = float(cost)
         if not self.C > 0:
             raise ValueError("MIRA option C must be > 0")
+        if not (self.cost >= 0 and np.isfinite(self.cost)):
+            raise ValueError("MIRA option cost must be finite and >= 0")
+
+    def _augmented(self, scores: np.ndarray, gold: np.ndarray) -> np.ndarray:
+        """Arc scores (n+1, n+1) of cost-augmented decoding."""
+        return scores + cost_bias(gold, self.cost) if self.cost else scores
 
     def fit(self, data: TrainingData, epochs: int, on_epoch: EpochCallback | None = None,
             seed: int = 0) -> np.ndarray:
@@ -463,7 +479,7 @@ class _MiraBase:
 
         def update(i: int, w: np.ndarray, u: np.ndarray, c: float) -> bool:
             gold = np.asarray(data.heads[i], dtype=np.int64)
-            pred = data.decode(i, w)
+            pred = data.decode(i, w, self.cost)
             loss = int((gold[1:] != pred[1:]).sum())
             if loss == 0:
                 return False
@@ -493,32 +509,34 @@ class _MiraBase:
 
 
 class Mira(_MiraBase):
-    """1-best MIRA. Options: C."""
+    """1-best MIRA. Options: C, cost."""
 
     name = "mira"
 
     def _constraints(self, data, enc, gold, scores):
-        pred = decode(scores, data.projective, data.single_root)
+        pred = decode(self._augmented(scores, gold), data.projective, data.single_root)
         return self._tree_constraints(gold, scores, np.asarray(pred)[None])
 
 
 class KBestMira(_MiraBase):
-    """k-best MIRA (k = 5) with Hildreth's algorithm. Options: C, k."""
+    """k-best MIRA (k = 5) with Hildreth's algorithm. Options: C, k, cost."""
 
     name = "kbest-mira"
 
-    def __init__(self, C: float = np.inf, k: int = 5, average: bool = True):
-        super().__init__(C, average)
+    def __init__(self, C: float = np.inf, k: int = 5, average: bool = True,
+                 cost: float = 1.0):
+        super().__init__(C, average, cost)
         self.k = int(k)
         if self.k < 1:
             raise ValueError("k-best MIRA option k must be >= 1")
 
     def _constraints(self, data, enc, gold, scores):
+        aug = self._augmented(scores, gold)
         if data.projective and self.k > 1:
             # one sentence: only the finite-score trees come back
-            trees, _ = eisner_kbest(scores, self.k, single_root=data.single_root)
+            trees, _ = eisner_kbest(aug, self.k, single_root=data.single_root)
         else:
-            trees = np.asarray(decode(scores, data.projective, data.single_root))[None]
+            trees = np.asarray(decode(aug, data.projective, data.single_root))[None]
         return self._tree_constraints(gold, scores, trees)
 
 
@@ -530,7 +548,7 @@ class FactoredMira(_MiraBase):
     trains_parts = False
 
     def __init__(self, C: float = np.inf, max_per_word: int = 5, average: bool = True):
-        super().__init__(C, average)
+        super().__init__(C, average, cost=0.0)
         self.max_per_word = int(max_per_word)
         if self.max_per_word < 1:
             raise ValueError("factored MIRA option max_per_word must be >= 1")

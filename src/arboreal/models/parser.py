@@ -187,8 +187,9 @@ def _train_higher_order(fs: FeatureSet, enc: list, heads: list, arc_heads: list,
         pruning["parse_choice"] = {**choice, "target": parse_recall,
                                    "on": "dev" if data is tune_on else "train"}
 
-    def decode(i: int, w: np.ndarray) -> np.ndarray:
-        return ho.decode(fit_enc[i], fit_masks[i], w)
+    def decode(i: int, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+        arc = None if bias is None else ho.features.arc_scores(fit_enc[i], w) + bias
+        return ho.decode(fit_enc[i], fit_masks[i], w, arc)
 
     part_index = None
     if ho.has_marginals and projective:

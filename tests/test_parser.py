@@ -204,6 +204,14 @@ def test_label_classifier_trains_through_the_shared_learners(tiny, learner):
     w = rng.normal(size=lab.W.size).astype(np.float32)
     for i in range(5):
         pred = data.decode(i, w)
+        # cost-augmented (MIRA's constraint): the best of score + cost * wrong labels
+        scores = _with_weights(lab, w).label_scores(encs[i], heads[i])
+        aug = data.decode(i, w, cost=2.5)
+        words = np.arange(1, len(aug))
+        value = scores[words, aug[1:]] + 2.5 * (aug[1:] != ys[i][1:])
+        labels = np.arange(scores.shape[1])
+        best = (scores[words] + 2.5 * (labels[None, :] != ys[i][1:, None])).max(axis=1)
+        np.testing.assert_allclose(value, best, rtol=1e-6)
         pred[1::2] = (pred[1::2] + 1) % len(lab.labels)   # some words wrong for sure
         ids, d = signed_ids(*data.tree_items(i, ys[i], [pred]))
         scores = _with_weights(lab, w).label_scores(encs[i], heads[i])

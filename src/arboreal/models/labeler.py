@@ -237,11 +237,19 @@ class LabelingData:
     def wrap(self, order, epoch: int):
         return order
 
-    def decode(self, i: int, w: np.ndarray) -> np.ndarray:
-        """The best label of every word under weights w (-1 where gold has none)."""
+    def decode(self, i: int, w: np.ndarray, cost: float = 0.0) -> np.ndarray:
+        """The best label of every word under weights w (-1 where gold has none); with
+        ``cost`` > 0 every label but the gold one scores ``cost`` more (cost-augmented,
+        as :meth:`arboreal.learn.TrainingData.decode`)."""
         lab = self.labeler
         scores = _label_scores(self.encoded[i].codes, lab.table, self.trees[i], LONG, lab.bits,
                                w.reshape(lab.W.shape))
+        if cost:
+            gold = self.heads[i]
+            wrong = np.ones(scores.shape, dtype=bool)
+            words = np.flatnonzero(gold >= 0)
+            wrong[words, gold[words]] = False
+            scores = np.where(wrong, scores + cost, scores)
         out = scores.argmax(axis=1)
         out[self.heads[i] < 0] = -1
         return out

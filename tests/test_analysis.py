@@ -32,7 +32,7 @@ def sample():
 def parser(request, sample):
     train, _ = sample
     return Parser.train(train[:400], train[400:], decoder=request.param, epochs=3,
-                        hash_bits=18)
+                        hash_bits=18, learner="perceptron")
 
 
 def _misc_value(misc: str, key: str) -> float:

@@ -382,7 +382,7 @@ def test_cli_decoder_cle_selects_hill_climbing(tmp_path):
                  "-o", str(model), "--quiet"]) == 2
 
 
-def test_cli_default_learner_is_mira_for_higher_orders_and_perceptron_at_first_order(tmp_path):
+def test_cli_default_learner_is_cost_augmented_mira_at_every_order(tmp_path):
     from arboreal.cli import main
     from arboreal.io.conllu import write_conllu
 
@@ -394,7 +394,8 @@ def test_cli_default_learner_is_mira_for_higher_orders_and_perceptron_at_first_o
     assert load_model(m2).meta["training"]["learner"] == "mira"
     assert main(["train", str(small), "--epochs", "1", "--hash-bits", "16", "-o", str(m1),
                  "--quiet"]) == 0
-    assert load_model(m1).meta["training"]["learner"] == "perceptron"
+    assert load_model(m1).meta["training"]["learner"] == "mira"
+    assert Parser.train(read_conllu(small), epochs=1).meta["training"]["learner"] == "mira"
 
 
 def _conllu(path, words, heads):

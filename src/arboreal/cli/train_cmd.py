@@ -37,10 +37,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--dev", metavar="DEV.conllu", help="development treebank (best epoch kept)")
     p.add_argument("-o", "--output", metavar="MODEL", required=True, help="model file to write")
     p.add_argument("--learner", default=None,
-                   help="perceptron (default for first order), mira (default with --order 2/3, "
-                        "where it beats the perceptron on EWT dev), kbest-mira, factored-mira, or "
-                        "another "
-                        "registered learner")
+                   help="mira (default: averaged 1-best MIRA, cost-augmented), perceptron, "
+                        "kbest-mira, factored-mira, or another registered learner")
     p.add_argument("--decoder", choices=("eisner", "cle", "auto"), default="eisner",
                    help="eisner: projective (default); cle: non-projective Chu-Liu-Edmonds "
                         "(with --order 2: projective tree + hill-climbing); "
@@ -140,10 +138,10 @@ def _check_mixing(args) -> None:
     check_dask_arguments(args, ("shards", "mixing"))
     if args.scheduler is None:
         return
-    from arboreal.learn import LEARNERS
+    from arboreal.learn import DEFAULT_LEARNER, LEARNERS
     from arboreal.learn.mixing import ONLINE_LEARNERS, is_online
 
-    learner = args.learner or ("mira" if args.order > 1 else "perceptron")
+    learner = args.learner or DEFAULT_LEARNER
     if args.order > 1:
         raise ArborealError("--scheduler (iterative parameter mixing) trains first-order "
                             "parsers; train --order 2/3 without it")
@@ -178,7 +176,9 @@ def _train(args, mixing) -> int:
         print(f"arboreal: warning: {args.train}: {warning}", file=sys.stderr)
     options = dict(args.learner_option)
     if args.learner is None:
-        args.learner = "mira" if args.order > 1 else "perceptron"
+        from arboreal.learn import DEFAULT_LEARNER
+
+        args.learner = DEFAULT_LEARNER
     if args.C is not None:
         if args.C <= 0:
             raise ArborealError("--C must be positive")

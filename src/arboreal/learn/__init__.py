@@ -32,7 +32,7 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
-__all__ = ["TrainingData", "require_arc_factored", "require_marginals", "part_expectation", "Learner", "LEARNERS", "get_learner", "decode", "cost_bias",
+__all__ = ["TrainingData", "require_arc_factored", "require_marginals", "part_expectation", "Learner", "LEARNERS", "get_learner", "DEFAULT_LEARNER", "decode", "cost_bias",
            "decode_kbest", "BatchLearner"]
 
 
@@ -318,6 +318,10 @@ class _Registry(dict):
 
 #: CLI name -> learner class (lazy).
 LEARNERS: _Registry = _Registry()
+#: the learner of ``arboreal train`` and ``Parser.train`` at every order when none is
+#: named: averaged 1-best MIRA with cost-augmented constraints (docs/benchmarks.md,
+#: sections "orders_mira_cost" and "learner_defaults_mira")
+DEFAULT_LEARNER = "mira"
 
 
 def get_learner(name: str, **options) -> Learner:

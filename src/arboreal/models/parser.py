@@ -23,7 +23,7 @@ from arboreal.features.first_order import (ATTR_INDEX, ATTRS, CLUSTER_ATTRS, N_R
                                           TEMPLATE_SETS, FeatureSet, templates_read_tags)
 from arboreal.features.higher_order import CLUSTER_PART_TEMPLATES, DEFAULT_PART_TEMPLATES
 from arboreal.features.hashing import as_aligned
-from arboreal.learn import TrainingData, decode, get_learner
+from arboreal.learn import DEFAULT_LEARNER, TrainingData, decode, get_learner
 from arboreal.models.analysis import analyze, arc_marginals, score_matrices
 from arboreal.models.higher_order import (OPTIONS as HIGHER_ORDER_OPTIONS, HigherOrder,
                                           default_pruner_epochs, parse_parts)
@@ -295,7 +295,7 @@ class Parser(PipelineMixin):
 
     # ------------------------------------------------------------------ training
     @classmethod
-    def train(cls, train_sentences: list, dev: list | None = None, learner: str = "perceptron",
+    def train(cls, train_sentences: list, dev: list | None = None, learner: str = DEFAULT_LEARNER,
               decoder: str = "eisner", single_root: bool = True, epochs: int = 10, seed: int = 0,
               features: str = "default", hash_bits: int = 23, feature_cutoff: int = 0,
               label_epochs: int | None = None, label_bits: int = 18,

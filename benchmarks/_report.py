@@ -10,6 +10,7 @@ import datetime as _dt
 import os
 import platform
 import re
+import shlex
 import subprocess
 import tempfile
 from pathlib import Path
@@ -33,6 +34,13 @@ def machine_description() -> str:
     except OSError:
         pass
     return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
+
+
+def command_line(script: str, argv: list[str], note: str = "") -> str:
+    """The command that wrote a section, for its header: ``python benchmarks/SCRIPT``
+    with ``argv`` quoted for the shell and the ``--note`` text shortened to ``...``."""
+    return f"python benchmarks/{script} " + shlex.join(
+        "..." if note and a == note else a for a in argv)
 
 
 def write_section(name: str, title: str, command: str, body: str) -> None:

@@ -26,7 +26,6 @@ import json
 import math
 import os
 import resource
-import shlex
 import subprocess
 import sys
 import time
@@ -190,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
             body += "\n\n" + args.note
         print(body)
         if args.write:
-            from _report import write_section
+            from _report import command_line, write_section
 
             key, title = "learner_defaults", ("Learners with the defaults of arboreal train "
                                               "(six UD treebanks of the Koo et al. 2007 rerun)")
@@ -198,9 +197,8 @@ def main(argv: list[str] | None = None) -> int:
                 key += f"_order{args.order}"
                 title = title.replace("arboreal train", f"arboreal train --order {args.order}")
             write_section(args.section or key, args.title or title,
-                          "python benchmarks/learner_defaults.py " + shlex.join(
-                              a for a in (argv or sys.argv[1:]) if a != args.note)
-                          .replace("--note", "--note ..."), body)
+                          command_line("learner_defaults.py", argv or sys.argv[1:],
+                                       args.note), body)
     return 0
 
 

@@ -29,7 +29,6 @@ import json
 import math
 import os
 import resource
-import shlex
 import subprocess
 import sys
 import time
@@ -299,16 +298,14 @@ def main(argv: list[str] | None = None) -> int:
             body += "\n\n" + args.note
         print(body)
         if args.write:
-            from _report import write_section
+            from _report import command_line, write_section
 
             short = args.treebank.removeprefix("UD_")
             write_section(args.section or ("orders" if short == "English-EWT"
                                            else f"orders_{short}"),
                           args.title or f"Orders 1-3 with the defaults of arboreal train "
                                         f"({short}, gold tags)",
-                          "python benchmarks/orders.py " + shlex.join(
-                              a for a in (argv or sys.argv[1:]) if a != args.note)
-                          .replace("--note", "--note ..."), body)
+                          command_line("orders.py", argv or sys.argv[1:], args.note), body)
     return 0
 
 

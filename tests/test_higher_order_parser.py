@@ -382,7 +382,7 @@ def test_cli_decoder_cle_selects_hill_climbing(tmp_path):
                  "-o", str(model), "--quiet"]) == 2
 
 
-def test_cli_default_learner_is_cost_augmented_mira_at_every_order(tmp_path):
+def test_cli_and_api_default_learner_is_mira_at_every_order(tmp_path):
     from arboreal.cli import main
     from arboreal.io.conllu import write_conllu
 

@@ -381,7 +381,8 @@ class HigherOrder:
                arc: np.ndarray | None = None) -> np.ndarray:
         """The best tree of one sentence under weights ``w`` over its pruned arcs and
         their parts (the pruner's tree if the sentence is over the memory budget);
-        ``arc``: its first-order arc scores under ``w`` if already computed."""
+        ``arc``: the first-order arc scores (n+1, n+1) to decode with, by default those
+        under ``w`` (training passes them with cost-augmented offsets added)."""
         index = None if allowed is None else PartIndex.compact(allowed)
         if index is None or not self._fits(PartCounts(
                 index.n, int(index.grand_off.shape[0]), int(index.width[0]), index.n_sib,

@@ -129,7 +129,6 @@ def test_pairwise_sum_is_numpys(n, seed):
     assert _pairwise_sum(a, 0, n) == 0.0 + a.sum()
 
 
-
 def _first_constraint_tree(gold, cons):
     """The tree of the first constraint: gold with its -1 arcs."""
     _, arc_h, arc_m, con_ptr, con_arc, con_coef = cons

@@ -214,7 +214,6 @@ def test_label_classifier_trains_through_the_shared_learners(tiny, learner):
         np.testing.assert_allclose(value, best, rtol=1e-6)
         pred[1::2] = (pred[1::2] + 1) % len(lab.labels)   # some words wrong for sure
         ids, d = signed_ids(*data.tree_items(i, ys[i], [pred]))
-        scores = _with_weights(lab, w).label_scores(encs[i], heads[i])
         m = np.flatnonzero(ys[i][1:] != pred[1:]) + 1
         want = (scores[m, ys[i][m]] - scores[m, pred[m]]).sum()
         assert float(w[ids].astype(np.float64) @ d) == pytest.approx(want, rel=1e-6, abs=1e-6)

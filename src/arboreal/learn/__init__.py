@@ -32,6 +32,8 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
+from arboreal.inference.structure import TreeStructure, cost_bias
+
 __all__ = ["TrainingData", "require_arc_factored", "require_marginals", "part_expectation", "Learner", "LEARNERS", "get_learner", "DEFAULT_LEARNER", "decode", "cost_bias",
            "decode_kbest", "BatchLearner"]
 
@@ -252,28 +254,11 @@ class Learner(Protocol):
             seed: int = 0) -> np.ndarray: ...
 
 
-def cost_bias(heads: np.ndarray, cost: float) -> np.ndarray:
-    """(n+1, n+1) arc-score offsets of cost-augmented decoding for gold ``heads``
-    (n+1,): ``cost`` on every arc but the gold ones (0 there), so that the best tree
-    under ``scores + cost_bias`` maximizes score + cost * (number of wrong heads)."""
-    heads = np.asarray(heads)
-    n = heads.shape[0] - 1
-    bias = np.full((n + 1, n + 1), float(cost))
-    bias[heads[1:], np.arange(1, n + 1)] = 0.0
-    return bias
-
-
 def decode(scores: np.ndarray, projective: bool, single_root: bool,
            lengths: np.ndarray | None = None) -> np.ndarray:
-    """Best tree (n+1,) for arc scores (n+1, n+1): Eisner or Chu-Liu-Edmonds.
-
-    A padded batch (B, N+1, N+1) with ``lengths`` (B,) gives heads (B, N+1).
-    """
-    if projective:
-        from arboreal.inference.eisner import eisner
-        return np.asarray(eisner(scores, single_root=single_root, lengths=lengths))
-    from arboreal.inference.mst import chu_liu_edmonds
-    return np.asarray(chu_liu_edmonds(scores, single_root=single_root, lengths=lengths))
+    """Best tree (n+1,) for arc scores (n+1, n+1), or heads (B, N+1) of a padded batch
+    with ``lengths``: :meth:`TreeStructure.decode <arboreal.inference.structure.TreeStructure.decode>`."""
+    return TreeStructure(projective, single_root).decode(scores, lengths)
 
 
 def decode_kbest(scores: np.ndarray, k: int, single_root: bool) -> np.ndarray:

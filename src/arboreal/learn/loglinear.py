@@ -48,39 +48,10 @@ from typing import Callable, Sequence
 import numpy as np
 
 from arboreal.features.hashing import aligned_zeros, as_aligned
+from arboreal.inference.structure import length_buckets
 from arboreal.learn import BatchLearner, TrainingData, part_expectation, require_marginals
 
 __all__ = ["LogLinear", "loglinear_objective", "length_buckets", "ScoredBuckets"]
-
-#: cap on the number of float64 entries of one padded bucket (B * (N+1)^2)
-_BUCKET_ENTRIES = 1 << 21
-
-
-def length_buckets(lengths: np.ndarray, growth: float = 1.15,
-                   max_entries: int = _BUCKET_ENTRIES) -> list[np.ndarray]:
-    """Group sentence indices by length so that padding wastes little work.
-
-    A bucket holds sentences whose length lies within a factor ``growth`` (+2) of
-    its shortest one, and at most ``max_entries`` padded entries. Returns a list
-    of int64 index arrays (sentences sorted by length inside each bucket).
-    """
-    lengths = np.asarray(lengths, dtype=np.int64)
-    order = np.argsort(lengths, kind="stable")
-    buckets: list[np.ndarray] = []
-    start = 0
-    total = len(order)
-    while start < total:
-        lo = lengths[order[start]]
-        limit = int(lo * growth) + 2
-        end = start
-        while end < total and lengths[order[end]] <= limit:
-            end += 1
-        top = lengths[order[end - 1]]
-        cap = max(1, max_entries // ((top + 1) * (top + 1)))
-        end = min(end, start + cap)
-        buckets.append(order[start:end].copy())
-        start = end
-    return buckets
 
 
 def accumulate_dense(features, enc, coef: np.ndarray, out: np.ndarray, scale: float) -> None:

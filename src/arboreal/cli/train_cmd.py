@@ -36,11 +36,30 @@ def add_parser(subparsers) -> None:
     p.add_argument("train", metavar="TRAIN.conllu", help="training treebank")
     p.add_argument("--dev", metavar="DEV.conllu", help="development treebank (best epoch kept)")
     p.add_argument("-o", "--output", metavar="MODEL", required=True, help="model file to write")
+    p.add_argument("--scorer", choices=("hashed", "neural"), default="hashed",
+                   help="hashed: sparse hashed features and a linear learner (default); "
+                        "neural: a BiLSTM encoder with biaffine arc and label scores and "
+                        "joint UPOS/XPOS/FEATS/lemma classifiers, trained through the exact "
+                        "tree partition function (needs the 'neural' extra: torch)")
+    p.add_argument("--embeddings", metavar="VECTORS", default=None,
+                   help="with --scorer neural: pretrained word vectors (word2vec or fastText "
+                        "text format, e.g. from 'arboreal embeddings'), stored in the model")
+    p.add_argument("--scorer-option", type=_option, action="append", default=[],
+                   metavar="KEY=VALUE",
+                   help="with --scorer neural: a size or training option, e.g. lstm_layers=2, "
+                        "lstm_dim=200, batch_words=1500, learning_rate=0.002, "
+                        "objective=head-selection (repeatable)")
+    p.add_argument("--max-time", type=float, default=None, metavar="SECONDS",
+                   help="with --scorer neural: stop after the first epoch that ends past "
+                        "this many seconds of training (the best epoch is kept)")
+    p.add_argument("--device", default="cpu",
+                   help="with --scorer neural: the torch device to train on (cpu, cuda)")
     p.add_argument("--learner", default=None,
                    help="mira (default: averaged 1-best MIRA, cost-augmented), perceptron, "
                         "kbest-mira, factored-mira, or another registered learner")
-    p.add_argument("--decoder", choices=("eisner", "cle", "auto"), default="eisner",
-                   help="eisner: projective (default); cle: non-projective Chu-Liu-Edmonds "
+    p.add_argument("--decoder", choices=("eisner", "cle", "auto"), default=None,
+                   help="eisner: projective (default; --scorer neural: cle); cle: "
+                        "non-projective Chu-Liu-Edmonds "
                         "(with --order 2: projective tree + hill-climbing); "
                         "auto: train non-projectively, pick epoch and decoder together on dev")
     p.add_argument("--multi-root", action="store_true",
@@ -166,7 +185,36 @@ def run(args) -> int:
         return _train(args, mixing)
 
 
+def _check_neural(args) -> None:
+    """Options that belong to one scorer only."""
+    if args.scorer == "neural":
+        linear = [name for name, on in (
+            ("--learner", args.learner is not None), ("--order", args.order != 1),
+            ("--parts", bool(args.parts)), ("--learner-option", bool(args.learner_option)),
+            ("--features", args.features != "default"), ("--clusters", args.clusters),
+            ("--lexicon", args.lexicon), ("--scheduler", args.scheduler),
+            ("--C", args.C is not None), ("--labeled-partition", args.labeled_partition),
+            ("--hash-bits", args.hash_bits != 23), ("--jackknife", args.jackknife),
+            ("--parser-tags", args.parser_tags), ("--tagger-epochs", args.tagger_epochs))
+            if on]
+        if linear:
+            raise ArborealError(f"{', '.join(linear)}: for --scorer hashed only (the neural "
+                                "scorer tags and parses jointly)")
+        return
+    neural = [name for name, on in (("--embeddings", args.embeddings),
+                                    ("--scorer-option", bool(args.scorer_option)),
+                                    ("--max-time", args.max_time is not None),
+                                    ("--device", args.device != "cpu")) if on]
+    if neural:
+        raise ArborealError(f"{', '.join(neural)}: for --scorer neural only")
+
+
 def _train(args, mixing) -> int:
+    _check_neural(args)
+    if args.decoder is None:
+        args.decoder = "cle" if args.scorer == "neural" else "eisner"
+    if args.scorer == "neural":
+        return _train_neural(args)
     from arboreal.io.conllu import read_conllu
     from arboreal.trees.diagnostics import training_data_warnings
 
@@ -301,3 +349,78 @@ def _reporting(args, n_train: int):
         print(line, file=sys.stderr, flush=True)
 
     return progress, log
+
+
+def _train_neural(args) -> int:
+    """``arboreal train --scorer neural``: the tokenizer, then the joint neural tagger and
+    parser (:mod:`arboreal.models.neural`)."""
+    from arboreal.io.conllu import read_conllu
+    from arboreal.learn.trainer import TrainingInterrupted
+    from arboreal.models import Parser
+    from arboreal.models.pipeline import train_pipeline
+    from arboreal.trees.diagnostics import training_data_warnings
+
+    if args.max_time is not None and not args.max_time > 0:
+        raise ArborealError("--max-time must be positive")
+    if args.patience is not None and not args.dev:
+        raise ArborealError("--patience needs --dev (it stops on dev LAS)")
+    train = read_conllu(args.train)
+    dev = read_conllu(args.dev) if args.dev else None
+    for warning in training_data_warnings(train, single_root=not args.multi_root):
+        print(f"arboreal: warning: {args.train}: {warning}", file=sys.stderr)
+    options = dict(args.scorer_option)
+    if args.epochs is not None:
+        options["epochs"] = args.epochs
+    total = options.get("epochs", 40)
+    say = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+
+    progress = None
+    if not args.quiet and sys.stderr.isatty():
+        from tqdm import tqdm
+
+        def progress(order, epoch):
+            return tqdm(order, desc=f"epoch {epoch}/{total}", unit="batch", leave=False,
+                        file=sys.stderr, mininterval=0.5)
+
+    def log(record) -> None:
+        if args.quiet:
+            return
+        line = f"epoch {record.epoch}: {record.seconds:.1f} s"
+        losses = [f"{k[5:]} {v:.3f}" for k, v in record.stats.items() if k.startswith("loss_")]
+        if losses:
+            line += ", loss " + " ".join(losses)
+        if record.dev:
+            line += f", dev LAS {record.dev['las']:.2f} UAS {record.dev['uas']:.2f}"
+            if "upos" in record.dev:
+                line += f" UPOS {record.dev['upos']:.2f}"
+            if record.best:
+                line += " (best)"
+        print(line, file=sys.stderr, flush=True)
+
+    def train_parser(train_sentences, dev_sentences):
+        return Parser.train(train_sentences, dev_sentences, scorer="neural",
+                            decoder=args.decoder, single_root=not args.multi_root,
+                            seed=args.seed, embeddings=args.embeddings,
+                            scorer_options=options, max_seconds=args.max_time,
+                            device=args.device, patience=args.patience,
+                            progress=progress, log=log)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            model = train_pipeline(train, dev, train_parser, tagger=False,
+                                   tokenizer=not args.no_tokenizer, seed=args.seed, log=say)
+        except TrainingInterrupted as stop:
+            if stop.model is not None:
+                stop.model.save(args.output)
+                print(f"interrupted: saved {args.output} (best epoch "
+                      f"{stop.model.meta.get('best_epoch')})", file=sys.stderr)
+            raise KeyboardInterrupt from None
+    for w in caught:
+        print(f"arboreal: warning: {w.message}", file=sys.stderr)
+    model.save(args.output)
+    if not args.quiet:
+        best = model.meta.get("best_epoch")
+        print(f"saved {args.output}" + (f" (best dev epoch {best})" if dev else ""),
+              file=sys.stderr)
+    return 0

@@ -37,35 +37,23 @@ KBEST_BUDGET_BYTES = 1 << 30
 _FLOOR = 1e-12
 
 
-def score_matrices(parser, encoded: Sequence) -> list[tuple[np.ndarray, np.ndarray]]:
+def score_matrices(parser, encoded) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per sentence ``(decode_scores, sum_scores)``, both (n+1, n+1) float64: the arc
-    scores the decoder maximises and the ones whose exponentials are summed over trees.
-    They differ only for a jointly labeled model (max vs log-sum-exp over the labels).
-    O(n^2 x templates) per sentence."""
-    from arboreal.learn.loglinear import length_buckets
-
-    fs = parser.features
-    lengths = np.array([e.n for e in encoded], dtype=np.int64)
-    out: list = [None] * len(encoded)
-    for part in length_buckets(lengths):
-        S = fs.arc_scores_batch(fs.pack([encoded[i] for i in part]), parser.weights)
+    scores the decoder maximises and the ones whose exponentials are summed over trees
+    (they differ only for a jointly labeled model: max vs log-sum-exp over the labels),
+    from the model's scorer, batch by batch."""
+    scorer = parser.scorer
+    lengths = scorer.lengths(encoded)
+    joint = getattr(scorer, "joint", False)
+    out: list = [None] * len(lengths)
+    for part in scorer.batches(lengths):
+        S = scorer.arc_scores(encoded, part)
+        summed = scorer.arc_scores(encoded, part, summed=True) if joint else S
         for b, i in enumerate(part):
             n1 = lengths[i] + 1
-            s = np.array(S[b, :n1, :n1], dtype=np.float64)
-            out[i] = (s, s)
-    if parser.label_features is not None:
-        for i, e in enumerate(encoded):
-            if e.n == 0:
-                continue
-            G = parser.label_features.scores(e, parser.label_weights).astype(np.float64)
-            s = out[i][0]
-            out[i] = (s + G.max(axis=-1), s + _logsumexp(G))
+            out[i] = (np.array(S[b, :n1, :n1], dtype=np.float64),
+                      np.array(summed[b, :n1, :n1], dtype=np.float64))
     return out
-
-
-def _logsumexp(G: np.ndarray) -> np.ndarray:
-    top = G.max(axis=-1)
-    return top + np.log(np.exp(G - top[..., None]).sum(axis=-1))
 
 
 def arc_marginals(parser, scores: np.ndarray, temperature: float | None = None) -> np.ndarray:
@@ -84,16 +72,11 @@ def parser_temperatures(parser) -> tuple[float, float]:
     return float(cal.get("arc_temperature", 1.0)), float(cal.get("label_temperature", 1.0))
 
 
-def label_score_rows(parser, enc, heads: np.ndarray) -> np.ndarray:
-    """Every label's score (n+1, L) for every word given the tree ``heads`` (-inf for
-    the labels UD's root rule excludes, see
+def label_score_rows(parser, encoded, i: int, heads: np.ndarray) -> np.ndarray:
+    """Every label's score (n+1, L) for every word of sentence i given the tree
+    ``heads`` (-inf for the labels UD's root rule excludes, see
     :func:`~arboreal.features.labels.constrain_root_label`)."""
-    if parser.label_features is None:
-        rows = parser.labeler.label_scores(enc, heads)
-    else:
-        G = parser.label_features.scores(enc, parser.label_weights).astype(np.float64)
-        rows = np.zeros((len(heads), G.shape[-1]))
-        rows[1:] = G[heads[1:], np.arange(1, len(heads))]
+    rows = parser.scorer.label_scores(encoded, i, heads)
     return constrain_root_label(rows, heads, _labels_of(parser))
 
 
@@ -104,8 +87,7 @@ def _softmax(rows: np.ndarray) -> np.ndarray:
 
 
 def _labels_of(parser) -> np.ndarray:
-    return (parser.label_features.labels if parser.label_features is not None
-            else parser.labeler.labels)
+    return parser.scorer.labels
 
 
 # ---------------------------------------------------------------- calibration
@@ -117,9 +99,10 @@ def fit_temperatures(parser, encoded: Sequence, sentences: Sequence) -> dict:
 
     mats = score_matrices(parser, encoded)
     gold = [np.asarray(s.heads, dtype=np.int64) for s in sentences]
-    keep = [i for i, e in enumerate(encoded) if e.n > 0]
+    all_lengths = parser.scorer.lengths(encoded)
+    keep = [i for i, n in enumerate(all_lengths) if n > 0]
     projective = parser.decoder == "eisner"
-    lengths = np.array([encoded[i].n for i in keep], dtype=np.int64)
+    lengths = np.array([all_lengths[i] for i in keep], dtype=np.int64)
     N1 = int(lengths.max()) + 1 if keep else 1
     batch = np.zeros((len(keep), N1, N1))
     for b, i in enumerate(keep):
@@ -137,7 +120,7 @@ def fit_temperatures(parser, encoded: Sequence, sentences: Sequence) -> dict:
     labels = {lab: k for k, lab in enumerate(_labels_of(parser).tolist())}
     label_rows, label_gold = [], []
     for i in keep:
-        rows = label_score_rows(parser, encoded[i], gold[i])
+        rows = label_score_rows(parser, encoded, i, gold[i])
         for m, d in enumerate(sentences[i].deprels[1:].tolist(), start=1):
             if d in labels:
                 label_rows.append(rows[m])
@@ -174,14 +157,15 @@ def analyze(parser, sentences: Sequence, k: int = 1, decode: str = "map",
         raise ValueError(f"decode must be one of {DECODES}, got {decode!r}")
     if decode == "mbr" and k != 1:
         raise ValueError("minimum-risk decoding gives one tree per sentence (k = 1)")
-    encoded = parser.features.encode(list(sentences))
+    encoded = parser.scorer.encode(list(sentences))
     mats = score_matrices(parser, encoded)
+    lengths = parser.scorer.lengths(encoded)
     T_arc, T_label = parser_temperatures(parser)
     projective = parser.decoder == "eisner"
     labels = _labels_of(parser)
     out = []
-    for s, e, (dec, summed) in zip(sentences, encoded, mats):
-        n = e.n
+    for i, (s, (dec, summed)) in enumerate(zip(sentences, mats)):
+        n = int(lengths[i])
         if n == 0:
             out.append([s.with_tree(np.array([-1]), np.array([ROOT_TOKEN], dtype=object))])
             continue
@@ -204,7 +188,7 @@ def analyze(parser, sentences: Sequence, k: int = 1, decode: str = "map",
             trees = [np.asarray(h, dtype=np.int64) for h in heads]
         results = []
         for rank, (heads, score) in enumerate(zip(trees, tree_scores), start=1):
-            rows = label_score_rows(parser, e, heads)
+            rows = label_score_rows(parser, encoded, i, heads)
             chosen = rows[1:].argmax(axis=1) if rows.shape[1] else np.zeros(n, np.int64)
             deprels = np.empty(n + 1, dtype=object)
             deprels[0] = ROOT_TOKEN

@@ -19,76 +19,29 @@ import numpy as np
 from arboreal.errors import ArborealError, ModelError
 from arboreal.inference.higher_order import PartIndex
 from arboreal.inference.higher_order.memory import MemoryBudgetWarning
-from arboreal.features.first_order import (ATTR_INDEX, ATTRS, CLUSTER_ATTRS, N_RESERVED,
-                                          TEMPLATE_SETS, FeatureSet, templates_read_tags)
+from arboreal.features.first_order import (ATTRS, CLUSTER_ATTRS, N_RESERVED, FeatureSet,
+                                          templates_read_tags)
 from arboreal.features.higher_order import CLUSTER_PART_TEMPLATES, DEFAULT_PART_TEMPLATES
 from arboreal.features.hashing import as_aligned
-from arboreal.learn import DEFAULT_LEARNER, TrainingData, decode, get_learner
+from arboreal.inference.structure import TreeStructure
+from arboreal.learn import DEFAULT_LEARNER, TrainingData, get_learner
 from arboreal.models.analysis import analyze, arc_marginals, score_matrices
 from arboreal.models.higher_order import (OPTIONS as HIGHER_ORDER_OPTIONS, HigherOrder,
                                           default_pruner_epochs, parse_parts)
 from arboreal.models.pieces import parse_in_pieces
 from arboreal.models.pipeline import (PIPELINE_SECTIONS, PipelineMixin, attach_pipeline,
                                        complete_tags, put_pipeline)
-from arboreal.models.labeler import (MAX_TABLE_ENTRIES, TRAIN_TABLE_ENTRIES, Labeler,
-                                     check_templates, fitting_bits, label_templates)
-from arboreal.models.serialization import (MAX_WEIGHT_BITS, MetaFields, array_shape,
-                                           get_strings, get_weights, load_model_file,
-                                           put_strings, put_vocabs, put_weights,
+from arboreal.models.labeler import TRAIN_TABLE_ENTRIES, Labeler, fitting_bits, label_templates
+from arboreal.models.serialization import (MetaFields, load_model_file, put_weights,
                                            save_model_file)
+from arboreal.scorers import SCORERS, scorer_class
+from arboreal.scorers.hashed import SECTIONS as HASHED_SECTIONS, HashedScorer
 
 DECODERS = ("eisner", "cle", "auto")
-#: the vocabularies FeatureSet.encode looks up (every fitted feature set has all)
-VOCAB_NAMES = ("word", "p5", "suf3", "pos", "xpos", "lemma", "feats", "c4", "c6", "cl")
-#: arc feature templates read the head, the modifier and the words between them
-ARC_ANCHORS = "hmb"
-
-
-def feature_set_from_file(fields: MetaFields, arrays) -> FeatureSet:
-    """The first-order :class:`FeatureSet` of a model file: metadata section
-    ``features``, arrays ``vocab_*`` and ``allowed``, all checked (ModelError for bad
-    metadata, ValueError for arrays that disagree with it). Shared by every model type."""
-    cfg = fields.section("features")
-    templates = cfg.strings("templates")
-    check_templates(cfg, "templates", templates, ARC_ANCHORS)
-    bits = cfg.int("bits", 10, MAX_WEIGHT_BITS)
-    share_blocks = cfg.bool("share_blocks")
-    clusters = None
-    if cfg.bool("clusters"):
-        from arboreal.features.clusters import Clusters
-
-        clusters = Clusters.from_arrays(arrays, "clusters")
-    lexicon = None
-    if cfg.bool("lexicon", False):
-        from arboreal.features.lexicon import Lexicon
-
-        lexicon = Lexicon.from_arrays(arrays, "lexicon")
-    clean = {"name": cfg.choice("name", (*TEMPLATE_SETS, "custom")), "templates": templates,
-             "bits": bits, "cutoff": cfg.int("cutoff", 0, 2**31),
-             "lowercase": cfg.bool("lowercase"), "share_blocks": share_blocks,
-             "top_words": cfg.int("top_words", 0, 2**31) if cfg.has("top_words") else 0}
-    if cfg.has("lexical_templates"):
-        clean["lexical_templates"] = cfg.strings("lexical_templates", max_items=256)
-        from arboreal.features.lexical import parse_lexical_template
-
-        for t in clean["lexical_templates"]:
-            try:
-                parse_lexical_template(t, ATTR_INDEX, lexicon is not None)
-            except ValueError as exc:
-                raise cfg.fail("lexical_templates", str(exc)) from None
-    names = {k[len("vocab_"):] for k in arrays if k.startswith("vocab_") and not k.endswith("_count")}
-    if names != set(VOCAB_NAMES):
-        raise ValueError(f"vocabularies {sorted(names)}, expected {sorted(VOCAB_NAMES)}")
-    vocabs = {name: get_strings(arrays, f"vocab_{name}") for name in VOCAB_NAMES}
-    allowed = None
-    if "allowed" in arrays:
-        if array_shape(arrays, "allowed") != (((1 << bits) + 7) // 8,):
-            raise ValueError(f"the cut-off mask 'allowed' does not cover 2^{bits} weights")
-        packed = np.asarray(arrays["allowed"])
-        if packed.dtype != np.uint8:
-            raise ValueError("the cut-off mask 'allowed' is not a byte array")
-        allowed = np.unpackbits(packed)[: 1 << bits].astype(bool)
-    return FeatureSet.from_config(clean, vocabs, allowed, clusters, lexicon)
+#: training epochs of a learner that names no default of its own
+DEFAULT_EPOCHS = 10
+#: the metadata sections every scorer may write (not the parser's own)
+SCORER_SECTIONS = (*HASHED_SECTIONS, "neural")
 
 
 class _StopEarly(Exception):
@@ -212,6 +165,25 @@ def _held_out_split(n: int, seed: int) -> tuple[list[int], list[int]]:
     return sorted(perm[:k].tolist()), sorted(perm[k:].tolist())
 
 
+def _tag_values(column: str, sentence, values: np.ndarray) -> np.ndarray:
+    """A scorer's predicted classes of ``column`` as the column's values: lemma rules
+    applied to the forms, other classes as they are."""
+    if column != "lemmas":
+        return values
+    from arboreal.models.tagger import apply_rule
+
+    return np.array([apply_rule(f, r) for f, r in zip(sentence.forms[1:].tolist(),
+                                                       values.tolist())], dtype=object)
+
+
+def _with_columns(original, tagged):
+    """``original`` with the tag columns of ``tagged`` (a parsed copy of it)."""
+    from dataclasses import replace
+
+    return replace(original, **{c: getattr(tagged, c) for c in
+                                ("upos", "xpos", "feats", "lemmas")})
+
+
 def _is_projective(heads: np.ndarray) -> bool:
     n = len(heads) - 1
     for m in range(1, n + 1):
@@ -242,21 +214,13 @@ class Parser(PipelineMixin):
 
     model_type = "parser"
 
-    def __init__(self, features: FeatureSet, weights: np.ndarray, labeler: Labeler,
-                 decoder: str = "eisner", single_root: bool = True, meta: dict | None = None,
-                 label_features=None, label_weights: np.ndarray | None = None,
-                 higher_order: HigherOrder | None = None):
-        self.features = features
-        self.weights = as_aligned(weights)
-        self.labeler = labeler
+    def __init__(self, scorer, decoder: str = "eisner", single_root: bool = True,
+                 meta: dict | None = None, higher_order: HigherOrder | None = None):
+        #: where the scores come from (:mod:`arboreal.scorers`)
+        self.scorer = scorer
         self.decoder = decoder
         self.single_root = bool(single_root)
         self.meta = dict(meta or {})
-        # jointly labeled model (learner "loglinear-labeled"): labels come from
-        # s(h, m, l) = w . f(h, m) + v . g(h, m, l), not from the labeler
-        self.label_features = label_features
-        self.label_weights = (None if label_weights is None
-                              else np.asarray(label_weights, dtype=np.float32))
         #: sentences parsed in pieces so far (longer than arboreal.models.pieces.MAX_WORDS)
         self.split_total = 0
         #: the Tokenizer and Tagger before the parser (arboreal.models.pipeline)
@@ -264,6 +228,24 @@ class Parser(PipelineMixin):
         self.higher_order = higher_order
         #: training sentences left out of the epochs (over the memory budget)
         self.train_skipped = 0
+
+    @property
+    def structure(self) -> TreeStructure:
+        """The trees the model decodes (:class:`~arboreal.inference.structure.TreeStructure`)."""
+        return TreeStructure.of_decoder(self.decoder, self.single_root)
+
+    # the linear scorer's parts, read and set through the parser by the code that works
+    # on linear models (None for other scorers)
+    features = property(lambda self: getattr(self.scorer, "features", None),
+                        lambda self, v: setattr(self.scorer, "features", v))
+    weights = property(lambda self: getattr(self.scorer, "weights", None),
+                       lambda self, v: setattr(self.scorer, "weights", as_aligned(v)))
+    labeler = property(lambda self: getattr(self.scorer, "labeler", None),
+                       lambda self, v: setattr(self.scorer, "labeler", v))
+    label_features = property(lambda self: getattr(self.scorer, "label_features", None),
+                              lambda self, v: setattr(self.scorer, "label_features", v))
+    label_weights = property(lambda self: getattr(self.scorer, "label_weights", None),
+                             lambda self, v: setattr(self.scorer, "label_weights", v))
 
     @property
     def order(self) -> int:
@@ -275,6 +257,8 @@ class Parser(PipelineMixin):
         """Whether some template of the model (arcs, lexical, parts, labels) reads a tag
         column (UPOS, XPOS, FEATS, LEMMA). A model of forms only (``--features words``)
         parses untagged input without a tagger."""
+        if self.scorer.kind != "hashed":
+            return bool(self.scorer.reads_tags)
         if self.label_features is not None:       # joint label features read UPOS
             return True
         texts = list(self.labeler.templates)
@@ -296,7 +280,8 @@ class Parser(PipelineMixin):
     # ------------------------------------------------------------------ training
     @classmethod
     def train(cls, train_sentences: list, dev: list | None = None, learner: str = DEFAULT_LEARNER,
-              decoder: str = "eisner", single_root: bool = True, epochs: int = 10, seed: int = 0,
+              decoder: str = "eisner", single_root: bool = True, epochs: int | None = None,
+              seed: int = 0,
               features: str = "default", hash_bits: int = 23, feature_cutoff: int = 0,
               label_epochs: int | None = None, label_bits: int = 18,
               progress: Callable | None = None, log: Callable[[EpochReport], None] | None = None,
@@ -304,9 +289,17 @@ class Parser(PipelineMixin):
               mixing: Callable | None = None, order: int = 1,
               parts: str | list[str] | None = None, part_templates: dict | None = None,
               clusters=None, lexicon=None, lexical_templates: list[str] | None = None,
-              top_words: int = 0, patience: int | None = None,
+              top_words: int = 0, patience: int | None = None, scorer: str = "hashed",
+              scorer_options: dict | None = None, embeddings: str | None = None,
+              max_seconds: float | None = None, device: str = "cpu",
               **learner_options) -> "Parser":
         """Train a parser.
+
+        scorer: "hashed" (linear, the learners below) or "neural" (BiLSTM and biaffine
+            scores trained by gradient, see :mod:`arboreal.models.neural`: its
+            ``scorer_options``, pretrained ``embeddings``, ``max_seconds``, ``device``;
+            decoder "cle" or "eisner" (default for it: "cle"); the linear options do not
+            apply).
 
         train_sentences / dev: lists of Sentence with complete trees.
         learner: a name in ``arboreal.learn.LEARNERS`` (perceptron, mira, kbest-mira,
@@ -357,6 +350,29 @@ class Parser(PipelineMixin):
             cluster: ``arboreal.learn.mixing.parameter_mixing(client, shards, mode)``
             (online learners only); dev evaluation then sees the mixed averaged weights.
         """
+        if scorer == "neural":
+            from arboreal.models.neural import train_neural
+
+            if order != 1 or parts or learner_options or mixing is not None:
+                raise ArborealError("the neural scorer trains first-order parsers by gradient: "
+                                    "--order, --parts, --learner options and --scheduler do "
+                                    "not apply")
+            if not train_sentences:
+                raise ArborealError("no training sentences")
+            _check_trees(train_sentences, "training data")
+            if dev:
+                _check_trees(dev, "dev data")
+            options = dict(scorer_options or {})
+            if patience is not None:
+                options["patience"] = patience
+            if epochs is not None:
+                options["epochs"] = epochs
+            return train_neural(cls, train_sentences, dev,
+                                "cle" if decoder == "auto" else decoder, single_root, seed,
+                                embeddings, options, max_seconds, device=device,
+                                progress=progress, log=log)
+        if scorer != "hashed":
+            raise ArborealError(f"unknown scorer {scorer!r}; choose from hashed, neural")
         if decoder not in DECODERS:
             raise ArborealError(f"unknown decoder {decoder!r}; choose from {', '.join(DECODERS)}")
         try:
@@ -377,6 +393,11 @@ class Parser(PipelineMixin):
                                     "train higher orders without it")
             if feature_cutoff:
                 raise ArborealError("--feature-cutoff is not supported with --order 2/3")
+        if epochs is None:     # the learner's own default (10 for the online learners)
+            from arboreal.learn import LEARNERS
+
+            epochs = (getattr(LEARNERS[learner], "default_epochs", DEFAULT_EPOCHS)
+                      if learner in LEARNERS else DEFAULT_EPOCHS)
         if epochs < 1:
             raise ArborealError("epochs must be at least 1")
         if patience is not None and patience < 1:
@@ -446,7 +467,8 @@ class Parser(PipelineMixin):
         t_labels = time.perf_counter() - t0
 
         train_decoder = "cle" if decoder == "auto" else decoder
-        parser = cls(fs, np.zeros(fs.dim, dtype=np.float32), labeler, train_decoder, single_root)
+        parser = cls(HashedScorer(fs, np.zeros(fs.dim, dtype=np.float32), labeler), train_decoder,
+                     single_root)
         extra: dict = {}
         if joint:
             from arboreal.features.labels import LabelFeatures
@@ -469,8 +491,8 @@ class Parser(PipelineMixin):
             extra = {"label_features": lf,
                      "labels": [np.array([-1] + [index[d] for d in s.deprels[1:].tolist()],
                                          dtype=np.int64) for s in train_sentences]}
-            parser.label_features = lf
-            parser.label_weights = np.zeros(lf.dim, dtype=np.float32)
+            parser.scorer.label_features = lf
+            parser.scorer.label_weights = np.zeros(lf.dim, dtype=np.float32)
         arc_heads = heads
         n_projectivized = 0
         if projectivize and train_decoder == "eisner":
@@ -646,61 +668,55 @@ class Parser(PipelineMixin):
 
     # ------------------------------------------------------------------ parsing
     def _set_weights(self, w: np.ndarray) -> None:
-        """Set the arc weights from a learner's vector ([w, v] for a joint labeled model)."""
-        dim = self.features.dim
-        self.weights = as_aligned(w[:dim])
-        if self.label_features is not None:
-            self.label_weights = np.asarray(w[dim:], dtype=np.float32)
+        """Set a linear scorer's weights from a learner's vector ([w, v] for a jointly
+        labeled model)."""
+        self.scorer.set_weights(w)
 
-    def _decode_labeled(self, encoded: list) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        from arboreal.learn.labeled_loglinear import decode_labeled
-
-        projective = self.decoder == "eisner"
-        heads, labels = [], []
-        for e in encoded:
-            h, lab = decode_labeled(self.features, self.label_features, e, self.weights,
-                                    self.label_weights, projective, self.single_root)
-            out = np.empty(len(h), dtype=object)
-            out[0] = "<root>"
-            out[1:] = self.label_features.labels[lab[1:]]
-            heads.append(h)
-            labels.append(out)
-        return heads, labels
-
-    def _predict_encoded(self, encoded: list, masks: list | None = None
+    def _predict_encoded(self, encoded, masks: list | None = None
                          ) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """(heads, labels) of encoded sentences; ``masks``: a higher-order model's
         pruning masks of them, if already computed."""
-        if self.label_features is not None:
-            return self._decode_labeled(encoded)
-        heads = self._decode_all(encoded, masks)
-        return heads, [self.labeler.predict_labels(e, h) for e, h in zip(encoded, heads)]
+        heads, labels, _ = self._predict_all(encoded, masks)
+        return heads, labels
 
-    def _decode_all(self, encoded: list, masks: list | None = None) -> list[np.ndarray]:
-        if self.label_features is not None:
-            return self._decode_labeled(encoded)[0]
+    def _predict_all(self, encoded, masks: list | None = None, tags: tuple = ()
+                     ) -> tuple[list, list, dict]:
+        """(heads, labels, {column: values}) of encoded sentences, the scorer's ``tags``
+        columns among them; batch by batch, so that a scorer that computes labels and
+        tags from the same states as the arc scores computes them once."""
+        lengths = self.scorer.lengths(encoded)
+        out_heads: list = [np.array([-1], dtype=np.int64)] * len(lengths)
+        out_labels: list = [np.array(["<root>"], dtype=object)] * len(lengths)
+        out_tags: dict = {c: [np.zeros(0, dtype=object)] * len(lengths) for c in tags}
         if self.higher_order is not None:
-            return self.higher_order.decode_all(encoded, self.weights, masks)
-        from arboreal.learn.loglinear import length_buckets
-
-        projective = self.decoder == "eisner"
-        lengths = np.array([e.n for e in encoded], dtype=np.int64)
-        out = [np.array([-1], dtype=np.int64)] * len(encoded)
-        # sentences of similar length are decoded as one padded batch: one kernel call
-        # (with the batched Eisner's SIMD lanes) instead of one validated call each
+            out_heads = self.higher_order.decode_all(encoded, self.weights, masks)
         nonempty = np.flatnonzero(lengths > 0)
-        for part in length_buckets(lengths[nonempty]):
-            bucket = nonempty[part]
-            S = self.features.arc_scores_batch(self.features.pack([encoded[i] for i in bucket]),
-                                               self.weights)
-            heads = decode(S, projective, self.single_root, lengths[bucket])
-            for b, i in enumerate(bucket):
-                out[i] = heads[b, : lengths[i] + 1].copy()
-        return out
+        structure = self.structure
+        for part in self.scorer.batches(lengths[nonempty]):
+            rows = nonempty[part]
+            if self.higher_order is None:
+                # sentences of similar length are decoded as one padded batch: one kernel
+                # call (with the batched Eisner's SIMD lanes) instead of one call each
+                S = self.scorer.arc_scores(encoded, rows)
+                heads = structure.decode(S, lengths[rows])
+                for b, i in enumerate(rows):
+                    out_heads[i] = heads[b, : lengths[i] + 1].copy()
+            for i, d in zip(rows, self.scorer.predict_labels(encoded, rows,
+                                                             [out_heads[i] for i in rows])):
+                out_labels[i] = d
+            if tags:
+                predicted = self.scorer.predict_tags(encoded, rows)
+                for c in tags:
+                    for i, v in zip(rows, predicted[c]):
+                        out_tags[c][i] = v
+        return out_heads, out_labels, out_tags
+
+    def _decode_all(self, encoded, masks: list | None = None) -> list[np.ndarray]:
+        return self._predict_all(encoded, masks)[0]
 
     def predict_heads(self, sentences: list) -> list[np.ndarray]:
         """Heads (n+1,) of every sentence (tags as given)."""
-        return self._decode_all(self.features.encode(list(sentences)))
+        return self._decode_all(self.scorer.encode(list(sentences)))
 
     def pruning_recall(self, sentences: list) -> tuple[float, float]:
         """A higher-order model's (share of gold heads its pruning keeps, kept heads per
@@ -709,11 +725,11 @@ class Parser(PipelineMixin):
             raise ArborealError("a first-order model prunes nothing")
         sentences = list(sentences)
         return self.higher_order.pruning_recall(
-            self.features.encode(sentences), [np.asarray(s.heads) for s in sentences])
+            self.scorer.encode(sentences), [np.asarray(s.heads) for s in sentences])
 
     def predict(self, sentences: list) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """(heads, deprels) for every sentence, without building new Sentence objects."""
-        return self._predict_encoded(self.features.encode(sentences))
+        return self._predict_encoded(self.scorer.encode(sentences))
 
     def parse(self, sentences: list, retag: bool = False, decode: str = "map",
               probabilities: bool = False) -> list:
@@ -730,8 +746,11 @@ class Parser(PipelineMixin):
         if decode != "map" or probabilities:
             self._first_order_only("MBR decoding and probabilities")
         sentences = complete_tags(self, sentences, retag)
+        if self.scorer.tag_columns and (decode != "map" or probabilities):
+            sentences = self._filled_tags(sentences, retag)
         if decode == "map" and not probabilities:
-            whole = self._parse_whole
+            def whole(batch: list) -> list:
+                return self._parse_whole(batch, retag)
         else:
             def whole(batch: list) -> list:
                 return [trees[0] for trees in analyze(self, batch, 1, decode, probabilities)]
@@ -752,35 +771,38 @@ class Parser(PipelineMixin):
         1, column 0 zeros), at the temperature fitted on dev at training. O(n^3) each."""
         self._first_order_only("arc marginals")
         sentences = complete_tags(self, sentences, retag)
-        mats = score_matrices(self, self.features.encode(sentences))
+        mats = score_matrices(self, self.scorer.encode(sentences))
         return [arc_marginals(self, summed) for _, summed in mats]
 
-    def _parse_whole(self, sentences: list) -> list:
-        heads, labels = self.predict(sentences)
-        return [s.with_tree(h, d) for s, h, d in zip(sentences, heads, labels)]
+    def _filled_tags(self, sentences: list, retag: bool) -> list:
+        """Copies of ``sentences`` with the scorer's tags where they lack them (all with
+        ``retag``); their trees as given."""
+        return [_with_columns(orig, s)
+                for orig, s in zip(sentences, self._parse_whole(sentences, retag))]
+
+    def _parse_whole(self, sentences: list, retag: bool = False) -> list:
+        columns = tuple(self.scorer.tag_columns)
+        heads, labels, tags = self._predict_all(self.scorer.encode(sentences), tags=columns)
+        out = [s.with_tree(h, d) for s, h, d in zip(sentences, heads, labels)]
+        if columns:
+            # a scorer that tags fills the columns a sentence lacks (every one with retag)
+            for k, s in enumerate(out):
+                for c in columns:
+                    if retag or all(v == "_" for v in getattr(s, c)[1:].tolist()):
+                        col = np.array(getattr(s, c), dtype=object)
+                        col[1:] = _tag_values(c, s, tags[c][k])
+                        setattr(s, c, col)
+        return out
 
     # ------------------------------------------------------------------ persistence
     def save(self, path) -> None:
         """Write the model to one .npz file (no pickle), atomically."""
-        fs = self.features
         arrays: dict = {}
-        put_weights(arrays, "w", self.weights)
-        put_weights(arrays, "l", self.labeler.W)
-        put_strings(arrays, "labels", self.labeler.labels.tolist())
-        put_vocabs(arrays, fs.vocabs)
-        if fs.clusters is not None:
-            arrays.update(fs.clusters.to_arrays("clusters"))
-        if fs.lexical is not None and fs.lexical.lexicon is not None:
-            arrays.update(fs.lexical.lexicon.to_arrays("lexicon"))
-        if fs.allowed is not None:
-            arrays["allowed"] = np.packbits(fs.allowed)
         meta = {"model_type": self.model_type, "decoder": self.decoder,
-                "single_root": self.single_root, "features": fs.config(),
-                "labeler": {"templates": self.labeler.templates, "bits": self.labeler.bits},
-                **self.meta}
-        if self.label_features is not None:
-            put_weights(arrays, "lv", self.label_weights)
-            meta["label_features"] = self.label_features.config()
+                "single_root": self.single_root, **self.meta}
+        if self.scorer.kind != "hashed":       # files of linear models name no scorer
+            meta["scorer"] = self.scorer.kind
+        self.scorer.put(meta, arrays)
         if self.higher_order is not None:
             put_weights(arrays, "p", self.higher_order.prune_weights)
             meta["higher_order"] = self.higher_order.config()
@@ -803,49 +825,27 @@ class Parser(PipelineMixin):
         fields = MetaFields(path, meta)
         decoder = fields.choice("decoder", ("eisner", "cle"))
         single_root = fields.bool("single_root")
+        kind = fields.choice("scorer", tuple(SCORERS), default="hashed")
         if fields.has("calibration"):
             cal = fields.section("calibration")
             for key in ("arc_temperature", "label_temperature"):
                 cal.number(key, 1e-6, 1e6, default=1.0)
         try:
-            fs = feature_set_from_file(fields, arrays)
-            weights = get_weights(arrays, "w", fs.dim)
-            labeler = Labeler.from_file_contents(fields, arrays)
-            lf = lv = ho = None
-            if fields.has("label_features"):  # jointly labeled model
-                lf = label_features_from_file(fields, labeler.labels, len(fs.vocabs["pos"]))
-                lv = get_weights(arrays, "lv", lf.dim)
+            scorer = scorer_class(kind).from_file(fields, arrays)
+            ho = None
             if fields.has("higher_order"):
-                ho = HigherOrder.from_file(fields, arrays, fs, single_root)
+                if kind != "hashed":
+                    raise fields.fail("higher_order", f"beside a {kind} scorer")
+                ho = HigherOrder.from_file(fields, arrays, scorer.features, single_root)
                 if (decoder == "eisner") != ho.projective:
                     raise fields.fail("decoder", "disagrees with the higher-order decoder")
         except (KeyError, TypeError, ValueError) as exc:
             raise ModelError(f"{path}: model file is incomplete or corrupt ({exc})") from None
-        if lf is not None and ho is not None:
+        if getattr(scorer, "label_features", None) is not None and ho is not None:
             raise fields.fail("label_features", "beside higher-order parts")
         rest = {k: v for k, v in meta.items()
                 if k not in ("format", "format_version", "model_type", "decoder", "single_root",
-                             "features", "labeler", "label_features", "higher_order",
-                             *PIPELINE_SECTIONS)}
-        parser = cls(fs, weights, labeler, decoder, single_root, rest, lf, lv, ho)
+                             "scorer", *SCORER_SECTIONS, "higher_order", *PIPELINE_SECTIONS)}
+        parser = cls(scorer, decoder, single_root, rest, ho)
         attach_pipeline(parser, path, meta, arrays)
         return parser
-
-
-def label_features_from_file(fields: MetaFields, labels: np.ndarray, n_pos_vocab: int):
-    """The :class:`~arboreal.features.labels.LabelFeatures` of a jointly labeled model
-    file (metadata section ``label_features``), checked against the labels and the
-    UPOS vocabulary it was built with."""
-    from arboreal.features.labels import LabelFeatures
-
-    cfg = fields.section("label_features")
-    n_pos = cfg.int("n_pos", N_RESERVED + n_pos_vocab, N_RESERVED + n_pos_vocab)
-    bits = cfg.int("bits", 8, 24)
-    head = cfg.strings("head_templates")
-    mod = cfg.strings("mod_templates")
-    check_templates(cfg, "head_templates", head, "h")
-    check_templates(cfg, "mod_templates", mod, "m")
-    if LabelFeatures.table_entries(bits, n_pos, len(labels)) > MAX_TABLE_ENTRIES:
-        raise cfg.fail("bits", f"with {len(labels)} labels and {n_pos} UPOS codes exceeds "
-                               f"the {MAX_TABLE_ENTRIES} weights a label table may have")
-    return LabelFeatures(labels, n_pos, head, mod, bits)

@@ -135,8 +135,15 @@ def train_pipeline(train: list, dev: list | None, train_parser: Callable[[list, 
     if parser_tags not in PARSER_TAGS:
         raise ArborealError(f"parser tags must be one of {', '.join(PARSER_TAGS)}, "
                             f"got {parser_tags!r}")
-    model = _tagger_and_parser(train, dev, train_parser, tagger, folds, tagger_epochs, seed, log,
-                               parser_reads_tags, clusters, parser_tags)
+    from arboreal.learn.trainer import TrainingInterrupted
+
+    try:
+        model = _tagger_and_parser(train, dev, train_parser, tagger, folds, tagger_epochs,
+                                   seed, log, parser_reads_tags, clusters, parser_tags)
+    except TrainingInterrupted as stop:
+        if stop.model is not None:      # the best epoch so far, saved by the command line
+            stop.model.tokenizer = text_model
+        raise
     model.tokenizer = text_model
     return model
 

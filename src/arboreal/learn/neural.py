@@ -1,0 +1,106 @@
+"""Training a neural scorer by gradient: tree objective, labels and tags jointly.
+
+:class:`GradientLearner` is an :class:`~arboreal.learn.trainer.EpochLearner` whose items
+are batches of sentences of similar length (at most ``token_budget`` padded words each;
+the composition is fixed, the order shuffled by the trainer every epoch). The loss of a
+batch, per word (each term a mean over the words that have a gold value):
+
+* the tree objective on the arc scores (default ``crf``: Koo et al. 2007's
+  log-likelihood through :class:`~arboreal.learn.tree_loss.TreeLoss`, whose gradient
+  is arboreal's exact marginals minus the gold arcs);
+* the cross-entropy of each word's gold DEPREL given its gold head;
+* the cross-entropy of each predicted tag column (UPOS, XPOS, FEATS, lemma rule).
+
+Optimizer: Adam (beta2 0.9, as Dozat & Manning 2017), the gradient norm clipped, the
+learning rate decayed by ``decay`` every 5,000 steps.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from arboreal.inference.structure import TreeStructure
+from arboreal.learn.tree_loss import tree_loss
+from arboreal.neural.scorer import EncodedCorpus, NeuralScorer, token_batches
+from arboreal.neural.vocab import PAD
+
+#: default words per training batch (padded); chosen for a CPU: more updates per epoch
+#: than the 5,000 of GPU recipes
+TRAIN_TOKEN_BUDGET = 1500
+
+
+class GradientLearner:
+    """One epoch = one pass over the training batches (see the module docstring)."""
+
+    def __init__(self, scorer: NeuralScorer, corpus: EncodedCorpus, structure: TreeStructure,
+                 objective: str = "crf", learning_rate: float = 2e-3, decay: float = 0.75,
+                 clip: float = 5.0, token_budget: int = TRAIN_TOKEN_BUDGET,
+                 progress=None):
+        if corpus.gold is None:
+            raise ValueError("the training corpus has no gold trees")
+        self.scorer = scorer
+        self.corpus = corpus
+        self.structure = structure
+        self.objective = objective
+        self.batches = token_batches(corpus.lengths, token_budget)
+        self.size = len(self.batches)
+        self.clip = clip
+        self.progress = progress
+        params = [p for p in scorer.network.parameters() if p.requires_grad]
+        self.optimizer = torch.optim.Adam(params, lr=learning_rate, betas=(0.9, 0.9))
+        self.schedule = torch.optim.lr_scheduler.LambdaLR(
+            self.optimizer, lambda step: decay ** (step / 5000))
+
+    def batch_loss(self, rows: np.ndarray) -> tuple[torch.Tensor, dict]:
+        """The loss of sentences ``rows`` (a tensor to differentiate) and its parts."""
+        b = self.scorer.batch(self.corpus, rows)
+        h, arc = self.scorer.forward(b)
+        lengths = self.corpus.lengths[rows]
+        words = max(int(lengths.sum()), 1)
+        gold_heads = b["gold_heads"]
+        loss_arc = tree_loss(arc, gold_heads, lengths, self.structure, self.objective) / words
+        bi, mi = np.nonzero(gold_heads >= 0)
+        parts = {"arc": loss_arc.item()}
+        total = loss_arc
+        dev = self.scorer.device
+        labels = torch.from_numpy(b["gold_deprels"][bi, mi]).to(dev)
+        lab = self.scorer.network.label_scores(h, torch.from_numpy(bi).to(dev),
+                                               torch.from_numpy(gold_heads[bi, mi]).to(dev),
+                                               torch.from_numpy(mi).to(dev))
+        if (labels != PAD).any():
+            loss_label = torch.nn.functional.cross_entropy(lab, labels, ignore_index=PAD)
+            total = total + loss_label
+            parts["label"] = loss_label.item()
+        if self.scorer.tag_columns:
+            scores = self.scorer.network.tag_scores(h)
+            for col in self.scorer.tag_columns:
+                gold = torch.from_numpy(b["gold_" + col]).to(dev)
+                if (gold != PAD).any():
+                    s = scores[col]
+                    loss_tag = torch.nn.functional.cross_entropy(
+                        s.reshape(-1, s.shape[-1]), gold.reshape(-1), ignore_index=PAD)
+                    total = total + loss_tag
+                    parts[col] = loss_tag.item()
+        return total, parts
+
+    def run_epoch(self, order: np.ndarray, epoch: int) -> dict:
+        self.scorer.network.train()
+        sums: dict = {}
+        items = order if self.progress is None else self.progress(order, epoch)
+        for k in items:
+            loss, parts = self.batch_loss(self.batches[k])
+            self.optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.scorer.network.parameters(), self.clip)
+            self.optimizer.step()
+            self.schedule.step()
+            for key, v in parts.items():
+                sums[key] = sums.get(key, 0.0) + v
+        self.scorer.network.eval()
+        return {f"loss_{k}": round(v / max(len(order), 1), 4) for k, v in sums.items()}
+
+    def snapshot(self) -> dict:
+        return {k: v.detach().clone() for k, v in self.scorer.network.state_dict().items()}
+
+    def restore(self, snapshot: dict) -> None:
+        self.scorer.network.load_state_dict(snapshot)

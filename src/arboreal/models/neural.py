@@ -1,0 +1,185 @@
+"""Training a parser with the neural scorer (``arboreal train --scorer neural``).
+
+The recipe: vocabularies of the training treebank, pretrained word vectors if given,
+a :class:`~arboreal.neural.scorer.NeuralScorer` (BiLSTM encoder, biaffine arcs and
+labels, tag classifiers for UPOS, XPOS, FEATS and lemmas), trained jointly by
+:class:`~arboreal.learn.neural.GradientLearner` under :class:`~arboreal.learn.trainer.Trainer`
+with the tree objective through arboreal's exact inference (default ``crf``: the
+Matrix-Tree Theorem for ``cle`` models, inside-outside for ``eisner`` ones). With dev
+data each epoch is scored (LAS, UAS, UPOS) and the best epoch kept; patience stops a run
+that no longer gains. The result is an ordinary :class:`~arboreal.models.Parser` whose
+scorer is neural: the same decoders, k-best trees, marginals, model file, CLI, server,
+Dask and spaCy paths serve it.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import fields as dataclass_fields
+from typing import Callable
+
+import numpy as np
+
+from arboreal.errors import ArborealError
+
+#: training options of the neural scorer besides the network's sizes, with defaults
+TRAINING_DEFAULTS = {
+    "epochs": 40,
+    "patience": 8,
+    "objective": "crf",
+    "learning_rate": 2e-3,
+    "decay": 0.75,
+    "clip": 5.0,
+    "batch_words": 1500,
+    "min_word_count": 2,
+    "max_pretrained": 100_000,
+}
+
+
+def neural_options(options: dict) -> tuple[dict, dict]:
+    """Split ``options`` ({name: value}) into (network sizes, training options), each
+    checked by name and type; ArborealError naming the unknown or bad one."""
+    from arboreal.neural.network import NetworkConfig
+
+    sizes = {f.name: f.default for f in dataclass_fields(NetworkConfig)}
+    net, train = {}, dict(TRAINING_DEFAULTS)
+    for key, value in options.items():
+        if key in sizes and key != "pretrained_dim":
+            target, default = net, sizes[key]
+        elif key in TRAINING_DEFAULTS:
+            target, default = train, TRAINING_DEFAULTS[key]
+        else:
+            choices = sorted([k for k in sizes if k != "pretrained_dim"] + list(TRAINING_DEFAULTS))
+            raise ArborealError(f"unknown neural scorer option {key!r}; choose from "
+                                f"{', '.join(choices)}")
+        if isinstance(default, str):
+            if not isinstance(value, str):
+                raise ArborealError(f"neural scorer option {key} takes a name")
+        elif isinstance(default, int) and not isinstance(default, bool):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ArborealError(f"neural scorer option {key} takes a whole number >= 0")
+        elif not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
+            raise ArborealError(f"neural scorer option {key} takes a number >= 0")
+        target[key] = value
+    for key in ("dropout", "word_dropout"):
+        if key in net and not net[key] < 1:
+            raise ArborealError(f"neural scorer option {key} must lie in [0, 1)")
+    for key in ("lstm_layers", "lstm_dim", "arc_dim", "label_dim", "word_dim", "char_dim",
+                "char_embedding_dim", "tag_hidden"):
+        if key in net and net[key] < 1:
+            raise ArborealError(f"neural scorer option {key} must be at least 1")
+    if train["epochs"] < 1 or train["batch_words"] < 1:
+        raise ArborealError("neural scorer options epochs and batch_words must be at least 1")
+    return net, train
+
+
+def dev_scores(parser, dev: list, encoded=None) -> dict:
+    """LAS, UAS and UPOS accuracy (percent) of ``parser`` on gold-token ``dev``
+    sentences (its predicted tags, not dev's); ``score`` is LAS."""
+    encoded = encoded if encoded is not None else parser.scorer.encode(dev)
+    columns = tuple(c for c in ("upos",) if c in parser.scorer.tag_columns)
+    heads, labels, tags = parser._predict_all(encoded, tags=columns)
+    words = uas = las = upos = 0
+    for k, s in enumerate(dev):
+        ok = np.asarray(heads[k])[1:] == s.heads[1:]
+        words += len(s)
+        uas += int(ok.sum())
+        las += int((ok & (np.asarray(labels[k], dtype=object)[1:] == s.deprels[1:])).sum())
+        if columns:
+            upos += int((np.asarray(tags["upos"][k], dtype=object) == s.upos[1:]).sum())
+    words = max(words, 1)
+    out = {"score": 100.0 * las / words, "las": 100.0 * las / words, "uas": 100.0 * uas / words}
+    if columns:
+        out["upos"] = 100.0 * upos / words
+    return out
+
+
+def train_neural(parser_class, train: list, dev: list | None, decoder: str = "cle",
+                 single_root: bool = True, seed: int = 0, embeddings: str | None = None,
+                 options: dict | None = None, max_seconds: float | None = None,
+                 threads: int | None = None, device: str = "cpu",
+                 progress: Callable | None = None, log: Callable | None = None):
+    """A parser of class ``parser_class`` whose scorer is neural, trained on ``train``
+    (and its best epoch chosen on ``dev``); see the module docstring. ``options``: the
+    network's sizes and the training options (:func:`neural_options`). ``log`` receives
+    each epoch's :class:`~arboreal.learn.trainer.EpochRecord`."""
+    from arboreal.neural.scorer import configure_threads, require_torch
+
+    configure_threads(threads)
+    torch = require_torch()
+    from arboreal.inference.structure import TreeStructure
+    from arboreal.learn.neural import GradientLearner
+    from arboreal.learn.objectives import OBJECTIVES
+    from arboreal.learn.trainer import Trainer, TrainingInterrupted
+    from arboreal.neural.network import NetworkConfig
+    from arboreal.neural.scorer import NeuralScorer
+    from arboreal.neural.vocab import Vocabularies
+
+    net_options, opts = neural_options(options or {})
+    if opts["objective"] not in OBJECTIVES:
+        raise ArborealError(f"unknown objective {opts['objective']!r}; choose from "
+                            f"{', '.join(OBJECTIVES)}")
+    if decoder not in ("eisner", "cle"):
+        raise ArborealError("the neural scorer decodes with --decoder eisner or cle")
+    if device != "cpu" and not torch.cuda.is_available() and not device.startswith("cpu"):
+        raise ArborealError(f"device {device!r} is not available (no GPU found by torch)")
+    torch.manual_seed(seed)
+    np.random.seed(seed % 2**32)
+    t0 = time.perf_counter()
+    words = vectors = None
+    if embeddings is not None:
+        from arboreal.neural.embeddings import read_embeddings
+
+        words, vectors = read_embeddings(embeddings, opts["max_pretrained"])
+    config = NetworkConfig(**net_options,
+                           pretrained_dim=0 if vectors is None else vectors.shape[1])
+    vocabs = Vocabularies.build(train, min_word_count=opts["min_word_count"],
+                                tag_input=bool(config.tag_dim))
+    scorer = NeuralScorer(config, vocabs, words, vectors)
+    scorer.to(device)
+    structure = TreeStructure.of_decoder(decoder, single_root)
+    gold = train
+    if structure.projective:
+        from arboreal.trees.projectivize import min_loss_projective
+
+        heads = min_loss_projective([np.asarray(s.heads, dtype=np.int64) for s in train],
+                                    [single_root] * len(train))
+        gold = [s.with_tree(h, s.deprels) if not np.array_equal(h, s.heads) else s
+                for s, h in zip(train, heads)]
+    corpus = scorer.encode(gold, with_gold=True)
+    learner = GradientLearner(scorer, corpus, structure, opts["objective"],
+                              opts["learning_rate"], opts["decay"], opts["clip"],
+                              opts["batch_words"], progress)
+    parser = parser_class(scorer, decoder, single_root)
+    dev_encoded = scorer.encode(dev) if dev else None
+    evaluate = (lambda snapshot: dev_scores(parser, dev, dev_encoded)) if dev else None
+    trainer = Trainer(opts["epochs"], seed, opts["patience"] if dev else None, max_seconds,
+                      log)
+    t_setup = time.perf_counter() - t0
+    interrupted = None
+    try:
+        result = trainer.run(learner, evaluate)
+    except TrainingInterrupted as stop:
+        result = interrupted = stop.result
+    if result.snapshot is not None:
+        learner.restore(result.snapshot)
+    parser.meta = {
+        "training": {"scorer": "neural", "decoder": decoder, "single_root": single_root,
+                     "seed": seed, "network": config.as_dict(), "options": opts,
+                     "embeddings": None if embeddings is None else
+                     {"file": str(embeddings).rsplit("/", 1)[-1], "words": len(words)},
+                     "train_sentences": len(train), "dev_sentences": len(dev) if dev else 0,
+                     **({"stopped": result.stopped} if result.stopped else {}),
+                     "order": 1},
+        "best_epoch": result.epoch,
+        "history": [r.as_dict() for r in result.history],
+        "calibration": {"data": None},
+        "seconds": {"setup": round(t_setup, 3),
+                    "epochs": round(sum(r.seconds for r in result.history), 3)},
+    }
+    if dev and result.snapshot is not None and interrupted is None:
+        from arboreal.models.analysis import fit_temperatures
+
+        parser.meta["calibration"] = fit_temperatures(parser, dev_encoded, dev)
+    if interrupted is not None:
+        raise TrainingInterrupted(result, parser if result.snapshot is not None else None)
+    return parser

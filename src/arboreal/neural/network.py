@@ -1,0 +1,182 @@
+"""The neural scorer's network (torch): an encoder, biaffine arc and label scorers, and
+the tag classifiers that share the encoder (UDPipe 2's joint design).
+
+Encoder (Kiperwasser & Goldberg 2016; Dozat & Manning 2017), per word position 0..n
+(0 the root, a learned vector):
+
+* a trainable embedding of the lower-cased word (``word_dim``), plus a frozen pretrained
+  one projected to the same size when the model has pretrained vectors;
+* a character CNN over the word's characters (``char_dim`` filters of widths 2-4,
+  max-pooled), computed once per distinct word of a batch;
+* optionally an embedding of the input UPOS (``tag_dim`` > 0);
+* a BiLSTM of ``lstm_layers`` layers of ``lstm_dim`` units per direction.
+
+Scorers: ``arc[b, h, m] = e_h^T W d_m + e_h^T u`` with MLPs ``e`` (head) and ``d``
+(dependent) of ``arc_dim`` units (the score convention of :mod:`arboreal.inference`);
+label scores of the arc h -> m: a biaffine form of ``label_dim``-unit MLPs, one output
+per DEPREL. Tag classifiers: one hidden layer of ``tag_hidden`` units, then one linear
+output per predicted column (UPOS, XPOS, FEATS, lemma rule).
+
+Costs per sentence of n words: O(n (lstm_dim^2 + arc_dim^2)) for the encoder and MLPs,
+O(n^2 arc_dim) for the arc scores, O(n label_dim^2 L) for the labels of n arcs.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+
+from arboreal.neural.vocab import PAD, TAG_COLUMNS, Vocabularies
+
+
+@dataclass
+class NetworkConfig:
+    """The sizes of the network; saved in the model file."""
+
+    word_dim: int = 100
+    char_dim: int = 100
+    char_embedding_dim: int = 50
+    tag_dim: int = 0
+    lstm_dim: int = 300
+    lstm_layers: int = 3
+    arc_dim: int = 400
+    label_dim: int = 100
+    tag_hidden: int = 200
+    dropout: float = 0.33
+    word_dropout: float = 0.25
+    #: size of the pretrained vectors (0: none)
+    pretrained_dim: int = 0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _mlp(n_in: int, n_out: int, dropout: float) -> nn.Sequential:
+    return nn.Sequential(nn.Linear(n_in, n_out), nn.LeakyReLU(0.1), nn.Dropout(dropout))
+
+
+class CharCNN(nn.Module):
+    """Characters of a word -> one vector: embeddings, convolutions of widths 2, 3 and 4,
+    max over positions. chars (W, C) int64 (PAD-padded) -> (W, out_dim)."""
+
+    def __init__(self, n_chars: int, emb_dim: int, out_dim: int):
+        super().__init__()
+        self.embed = nn.Embedding(n_chars, emb_dim, padding_idx=PAD)
+        widths = (2, 3, 4)
+        sizes = [out_dim // 3, out_dim // 3, out_dim - 2 * (out_dim // 3)]
+        self.convs = nn.ModuleList(nn.Conv1d(emb_dim, k, w, padding=w - 1)
+                                   for w, k in zip(widths, sizes))
+
+    def forward(self, chars: torch.Tensor) -> torch.Tensor:
+        x = self.embed(chars).transpose(1, 2)            # (W, E, C)
+        pad = (chars == PAD).unsqueeze(1)                 # (W, 1, C)
+        outs = []
+        for conv in self.convs:
+            y = conv(x)[:, :, : chars.shape[1]]           # (W, K, C)
+            y = y.masked_fill(pad, float("-inf")).amax(dim=2)
+            outs.append(torch.relu(torch.nan_to_num(y, neginf=0.0)))
+        return torch.cat(outs, dim=1)
+
+
+class Biaffine(nn.Module):
+    """s[b, i, j, o] = x_i^T U_o y_j (+ bias terms): x (B, N, dx), y (B, N, dy)."""
+
+    def __init__(self, dx: int, dy: int, n_out: int, bias_x: bool, bias_y: bool):
+        super().__init__()
+        self.bias_x, self.bias_y = bias_x, bias_y
+        self.weight = nn.Parameter(torch.zeros(n_out, dx + bias_x, dy + bias_y))
+
+    def _pad(self, x: torch.Tensor, on: bool) -> torch.Tensor:
+        return torch.cat([x, torch.ones_like(x[..., :1])], dim=-1) if on else x
+
+    def pairs(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Scores of every pair: (B, n_out, N_x, N_y)."""
+        x, y = self._pad(x, self.bias_x), self._pad(y, self.bias_y)
+        return torch.einsum("bxi,oij,byj->boxy", x, self.weight, y)
+
+    def aligned(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Scores of given pairs: x (P, dx), y (P, dy) -> (P, n_out)."""
+        x, y = self._pad(x, self.bias_x), self._pad(y, self.bias_y)
+        return torch.einsum("pi,oij,pj->po", x, self.weight, y)
+
+
+class Network(nn.Module):
+    """Encoder, arc and label scorers, tag classifiers (see the module docstring)."""
+
+    def __init__(self, config: NetworkConfig, vocabs: Vocabularies):
+        super().__init__()
+        self.config = config
+        c = config
+        self.word_embed = nn.Embedding(len(vocabs.words), c.word_dim, padding_idx=PAD)
+        nn.init.normal_(self.word_embed.weight, std=0.1)
+        if c.pretrained_dim:
+            self.pretrained_proj = nn.Linear(c.pretrained_dim, c.word_dim, bias=False)
+        self.char_cnn = CharCNN(len(vocabs.chars), c.char_embedding_dim, c.char_dim)
+        n_in = c.word_dim + c.char_dim
+        if c.tag_dim:
+            self.tag_embed = nn.Embedding(len(vocabs.input_tags), c.tag_dim, padding_idx=PAD)
+            n_in += c.tag_dim
+        self.root = nn.Parameter(torch.randn(n_in) * 0.1)
+        self.lstm = nn.LSTM(n_in, c.lstm_dim, c.lstm_layers, batch_first=True,
+                            bidirectional=True, dropout=c.dropout if c.lstm_layers > 1 else 0.0)
+        self.dropout = nn.Dropout(c.dropout)
+        h = 2 * c.lstm_dim
+        self.arc_head = _mlp(h, c.arc_dim, c.dropout)
+        self.arc_dep = _mlp(h, c.arc_dim, c.dropout)
+        self.arc_biaffine = Biaffine(c.arc_dim, c.arc_dim, 1, bias_x=False, bias_y=True)
+        self.label_head = _mlp(h, c.label_dim, c.dropout)
+        self.label_dep = _mlp(h, c.label_dim, c.dropout)
+        self.label_biaffine = Biaffine(c.label_dim, c.label_dim, len(vocabs.deprels),
+                                       bias_x=True, bias_y=True)
+        self.tag_columns = [col for col in TAG_COLUMNS if vocabs.tags[col].used]
+        if self.tag_columns:
+            self.tag_mlp = _mlp(h, c.tag_hidden, c.dropout)
+            self.tag_out = nn.ModuleDict({col: nn.Linear(c.tag_hidden, len(vocabs.tags[col]))
+                                          for col in self.tag_columns})
+
+    # ------------------------------------------------------------------ encoder
+    def encode(self, batch: dict) -> torch.Tensor:
+        """Contextual vectors (B, N+1, 2 lstm_dim) of a padded batch (see
+        :meth:`NeuralScorer.batch <arboreal.neural.scorer.NeuralScorer.batch>`)."""
+        words = batch["words"]                             # (B, N) word ids, PAD-padded
+        if self.training and self.config.word_dropout:
+            drop = torch.rand(words.shape, device=words.device) < self.config.word_dropout
+            words = words.masked_fill(drop & (words != PAD), 1)
+        x = self.word_embed(words)
+        if self.config.pretrained_dim:
+            x = x + self.pretrained_proj(batch["pretrained"])
+        chars = self.char_cnn(batch["chars"])[batch["char_index"]]   # (B, N, char_dim)
+        parts = [x, chars]
+        if self.config.tag_dim:
+            parts.append(self.tag_embed(batch["input_tags"]))
+        x = torch.cat(parts, dim=-1)
+        B = x.shape[0]
+        x = torch.cat([self.root.expand(B, 1, -1), x], dim=1)       # position 0: the root
+        x = self.dropout(x)
+        lengths = batch["lengths"] + 1
+        packed = nn.utils.rnn.pack_padded_sequence(x, lengths.cpu(), batch_first=True,
+                                                   enforce_sorted=False)
+        out, _ = self.lstm(packed)
+        out, _ = nn.utils.rnn.pad_packed_sequence(out, batch_first=True,
+                                                  total_length=x.shape[1])
+        return self.dropout(out)
+
+    # ------------------------------------------------------------------ outputs
+    def arc_scores(self, h: torch.Tensor) -> torch.Tensor:
+        """(B, N+1, N+1) scores[b, head, modifier]."""
+        head, dep = self.arc_head(h), self.arc_dep(h)
+        return self.arc_biaffine.pairs(head, dep)[:, 0]
+
+    def label_scores(self, h: torch.Tensor, b: torch.Tensor, heads: torch.Tensor,
+                     mods: torch.Tensor) -> torch.Tensor:
+        """(P, L) label scores of the arcs heads[p] -> mods[p] of sentences b[p]."""
+        return self.label_biaffine.aligned(self.label_head(h[b, heads]),
+                                           self.label_dep(h[b, mods]))
+
+    def tag_scores(self, h: torch.Tensor) -> dict:
+        """column -> (B, N+1, classes) scores of the tag classifiers (position 0 unused)."""
+        if not self.tag_columns:
+            return {}
+        z = self.tag_mlp(h)
+        return {col: self.tag_out[col](z) for col in self.tag_columns}

@@ -1,0 +1,405 @@
+"""The neural scorer: arc, label and tag scores from a BiLSTM encoder.
+
+:class:`NeuralScorer` is a scorer under arboreal's seam (:mod:`arboreal.scorers`): it
+encodes sentences, returns arc scores ``(B, N+1, N+1)`` in the one score convention for
+the model's :class:`~arboreal.inference.structure.TreeStructure` to decode, label scores
+of the chosen arcs, and the tags its classifiers predict; it saves its parameters as
+plain arrays in the model file (no pickle, no ``torch.load``). Training it is
+:mod:`arboreal.learn.neural`'s job; this module does not import the learners.
+
+Sentences are encoded once per call (:class:`EncodedCorpus`): every distinct form gets
+its word id, pretrained-vector id and character ids; a batch gathers them by numpy
+indexing, so no Python loop runs over the words of a batch.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from arboreal.errors import ArborealError
+from arboreal.neural.vocab import PAD, TAG_COLUMNS, UNK, Vocab, Vocabularies
+
+#: characters of a word beyond this many are not read by the character model
+MAX_WORD_CHARS = 30
+#: a batch of the parser holds at most this many words (memory and speed: bucketed by
+#: length under this budget)
+PARSE_TOKEN_BUDGET = 4000
+
+
+def require_torch():
+    """The torch module, or ArborealError naming the extra to install."""
+    try:
+        import torch
+    except ImportError:
+        raise ArborealError("this model has a neural scorer, which needs torch: pip install "
+                            "'arboreal[neural]' (for the CPU build: pip install torch "
+                            "--index-url https://download.pytorch.org/whl/cpu)") from None
+    return torch
+
+
+def configure_threads(threads: int | None = None) -> None:
+    """torch's intra-op threads = the usable cores (or ``threads``); OpenMP waits
+    passively (set before torch starts its thread pool: spinning threads slow a busy
+    machine several times)."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    torch = require_torch()
+    if threads is None:
+        try:
+            threads = len(os.sched_getaffinity(0))
+        except AttributeError:
+            threads = os.cpu_count() or 1
+    torch.set_num_threads(max(1, threads))
+
+
+@dataclass
+class EncodedCorpus:
+    """Sentences as id arrays for the network.
+
+    lengths (S,) words per sentence; starts (S+1,) offsets into the flat per-word arrays;
+    form_ids (W,) each word's row in the form table; table_words / table_pretrained (F,)
+    ids of each distinct form; table_chars (F, C) its character ids (PAD-padded);
+    input_tags (W,) UPOS input ids (zeros when unused); gold: column -> (W,) class ids
+    (heads and deprels too) when the sentences carry them, else None.
+    """
+
+    lengths: np.ndarray
+    starts: np.ndarray
+    form_ids: np.ndarray
+    table_words: np.ndarray
+    table_pretrained: np.ndarray
+    table_chars: np.ndarray
+    input_tags: np.ndarray
+    gold: dict | None
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+
+class NeuralScorer:
+    """Vocabularies, pretrained vectors and the :class:`~arboreal.neural.network.Network`.
+
+    ``pretrained_words`` / ``pretrained`` (V, D) float32: frozen vectors (row 0 zeros for
+    words without one), or None.
+    """
+
+    kind = "neural"
+
+    def __init__(self, config, vocabs: Vocabularies, pretrained_words: list[str] | None = None,
+                 pretrained: np.ndarray | None = None, network=None):
+        torch = require_torch()
+        from arboreal.neural.network import Network
+
+        self.config = config
+        self.vocabs = vocabs
+        self.pretrained_vocab = Vocab(pretrained_words or [])
+        if pretrained is not None:
+            table = np.zeros((len(self.pretrained_vocab), pretrained.shape[1]), dtype=np.float32)
+            rows = self.pretrained_vocab.ids(pretrained_words)
+            keep = rows > UNK                       # a word spelt like a reserved entry
+            table[rows[keep]] = pretrained[keep]
+            self.pretrained = torch.from_numpy(table)
+        else:
+            self.pretrained = None
+        self.network = network if network is not None else Network(config, vocabs)
+        self._cache = None
+        self.device = "cpu"
+
+    def to(self, device: str) -> "NeuralScorer":
+        """Move the network (and the pretrained vectors) to a torch device ("cpu",
+        "cuda", ...); batches are built there, scores come back to the CPU."""
+        self.device = device
+        self.network.to(device)
+        if self.pretrained is not None:
+            self.pretrained = self.pretrained.to(device)
+        self._cache = None
+        return self
+
+    # ------------------------------------------------------------------ facts
+    @property
+    def labels(self) -> np.ndarray:
+        """The DEPREL of each label id (reserved ids included)."""
+        return np.array(self.vocabs.deprels.items, dtype=object)
+
+    @property
+    def reads_tags(self) -> bool:
+        """Whether the encoder reads the input's UPOS column."""
+        return bool(self.config.tag_dim)
+
+    @property
+    def tag_columns(self) -> list[str]:
+        """The Sentence columns the network predicts."""
+        return list(self.network.tag_columns)
+
+    # ------------------------------------------------------------------ encoding
+    def encode(self, sentences, with_gold: bool = False) -> EncodedCorpus:
+        """Id arrays of ``sentences`` (and their gold trees, labels and tag classes with
+        ``with_gold``). O(words + distinct forms x characters)."""
+        lengths = np.array([len(s) for s in sentences], dtype=np.int64)
+        starts = np.zeros(len(sentences) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=starts[1:])
+        flat_forms = [f for s in sentences for f in s.forms[1:].tolist()]
+        form_table: dict[str, int] = {}
+        form_ids = np.fromiter((form_table.setdefault(f, len(form_table)) for f in flat_forms),
+                               dtype=np.int64, count=len(flat_forms))
+        forms = list(form_table)
+        lower = [f.lower() for f in forms]
+        chars = np.zeros((len(forms), min(MAX_WORD_CHARS, max((len(f) for f in forms),
+                                                               default=1)) or 1), np.int64)
+        cindex = self.vocabs.chars.index
+        for i, f in enumerate(forms):
+            ids = [cindex.get(ch, UNK) for ch in f[:chars.shape[1]]]
+            chars[i, :len(ids)] = ids
+        input_tags = (self.vocabs.input_tags.ids([t for s in sentences
+                                                  for t in s.upos[1:].tolist()])
+                      if self.config.tag_dim else np.zeros(len(flat_forms), dtype=np.int64))
+        gold = None
+        if with_gold:
+            from arboreal.neural.vocab import lemma_class
+
+            gold = {"heads": np.concatenate([np.asarray(s.heads[1:], dtype=np.int64)
+                                             for s in sentences]) if sentences else
+                    np.zeros(0, np.int64),
+                    "deprels": self.vocabs.deprels.ids([d for s in sentences
+                                                        for d in s.deprels[1:].tolist()])}
+            for col in self.tag_columns:
+                if col == "lemmas":
+                    values = [lemma_class(f, l) for s in sentences
+                              for f, l in zip(s.forms[1:].tolist(), s.lemmas[1:].tolist())]
+                else:
+                    values = [v for s in sentences for v in getattr(s, col)[1:].tolist()]
+                ids = self.vocabs.tags[col].ids(values)
+                # "_" (unannotated) is not a class: no loss there
+                ids[np.array([v == "_" for v in values], dtype=bool)] = PAD
+                gold[col] = ids
+        return EncodedCorpus(lengths, starts, form_ids, self.vocabs.words.ids(lower),
+                             self.pretrained_vocab.ids(lower), chars, input_tags, gold)
+
+    def batch(self, corpus: EncodedCorpus, rows: np.ndarray) -> dict:
+        """The padded tensors of sentences ``rows`` of ``corpus`` (see
+        :meth:`Network.encode <arboreal.neural.network.Network.encode>`), plus the gold
+        arrays (B, N+1) (heads, with -1 in padding and at 0) when the corpus has them."""
+        torch = require_torch()
+        rows = np.asarray(rows, dtype=np.int64)
+        lengths = corpus.lengths[rows]
+        N = int(lengths.max()) if len(rows) else 0
+        pos = np.arange(N)
+        valid = pos[None, :] < lengths[:, None]                     # (B, N)
+        flat = np.where(valid, corpus.starts[rows][:, None] + pos[None, :], 0)
+        fids = np.where(valid, corpus.form_ids[flat] if len(corpus.form_ids) else 0, -1)
+        uniq, inverse = np.unique(fids[valid], return_inverse=True)
+        char_index = np.zeros((len(rows), N), dtype=np.int64)
+        char_index[valid] = inverse
+        words = np.where(valid, corpus.table_words[np.maximum(fids, 0)], PAD)
+        def tensor(a: np.ndarray):
+            return torch.from_numpy(a).to(self.device)
+
+        out = {"lengths": torch.from_numpy(lengths.copy()),     # pack_padded wants the CPU
+               "words": tensor(words),
+               "chars": tensor(corpus.table_chars[uniq] if len(uniq) else
+                               np.zeros((1, 1), np.int64)),
+               "char_index": tensor(char_index)}
+        if self.pretrained is not None:
+            pre = np.where(valid, corpus.table_pretrained[np.maximum(fids, 0)], PAD)
+            out["pretrained"] = torch.nn.functional.embedding(tensor(pre), self.pretrained)
+        if self.config.tag_dim:
+            out["input_tags"] = tensor(np.where(valid, corpus.input_tags[flat], PAD))
+        if corpus.gold is not None:
+            for key, values in corpus.gold.items():
+                fill = -1 if key == "heads" else PAD
+                g = np.full((len(rows), N + 1), fill, dtype=np.int64)
+                g[:, 1:][valid] = values[flat[valid]]
+                out["gold_" + key] = g
+        return out
+
+    # ------------------------------------------------------------------ scoring
+    def forward(self, batch: dict):
+        """(encoder states (B, N+1, H), arc scores (B, N+1, N+1) tensor)."""
+        h = self.network.encode(batch)
+        return h, self.network.arc_scores(h)
+
+    @staticmethod
+    def lengths(corpus: EncodedCorpus) -> np.ndarray:
+        return corpus.lengths
+
+    def _states(self, corpus: EncodedCorpus, rows: np.ndarray):
+        """(encoder states, arc scores) of sentences ``rows``, in inference mode; the
+        last batch's are kept, so that its labels and tags cost no second pass."""
+        torch = require_torch()
+        key = tuple(int(r) for r in rows)
+        if self._cache is not None and self._cache[0] is corpus and self._cache[1] == key:
+            return self._cache[2]
+        self.network.eval()
+        with torch.inference_mode():
+            out = self.forward(self.batch(corpus, rows))
+        self._cache = (corpus, key, out)
+        return out
+
+    @staticmethod
+    def batches(lengths: np.ndarray) -> list[np.ndarray]:
+        """Sentence indices in batches of similar length for parsing (at most
+        :data:`PARSE_TOKEN_BUDGET` padded words each)."""
+        return token_batches(lengths, PARSE_TOKEN_BUDGET)
+
+    def arc_scores(self, corpus: EncodedCorpus, rows: np.ndarray, summed: bool = False
+                   ) -> np.ndarray:
+        """(B, N+1, N+1) float64 arc scores of sentences ``rows``. O(n^2 arc_dim) each
+        after the encoder."""
+        return self._states(corpus, rows)[1].double().cpu().numpy()
+
+    def _label_matrix(self, corpus: EncodedCorpus, rows: np.ndarray, heads: list):
+        """(label scores (P, L) tensor with the reserved ids at -inf, the arcs' heads (P,),
+        the offsets of each sentence's words (B+1,))."""
+        torch = require_torch()
+        h, _ = self._states(corpus, rows)
+        lengths = [len(x) - 1 for x in heads]
+        bi = np.repeat(np.arange(len(rows)), lengths)
+        mi = np.concatenate([np.arange(1, n + 1) for n in lengths]) if lengths else \
+            np.zeros(0, np.int64)
+        hi = np.concatenate([np.asarray(x[1:], dtype=np.int64) for x in heads]) if heads else \
+            np.zeros(0, np.int64)
+        with torch.inference_mode():
+            dev = self.device
+            lab = self.network.label_scores(h, torch.from_numpy(bi).to(dev),
+                                            torch.from_numpy(hi).to(dev),
+                                            torch.from_numpy(mi.astype(np.int64)).to(dev))
+            lab = lab.double().cpu().numpy().copy()
+        lab[:, :2] = -np.inf                                # the reserved ids
+        return lab, hi, np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+
+    def label_scores(self, corpus: EncodedCorpus, i: int, heads: np.ndarray) -> np.ndarray:
+        """(n+1, L) float64 label scores of sentence i's words given ``heads`` (row 0
+        zeros; the reserved ids -inf; the root rule not applied)."""
+        lab, _, _ = self._label_matrix(corpus, np.array([i]), [heads])
+        out = np.zeros((len(heads), lab.shape[1]))
+        out[1:] = lab
+        return out
+
+    def predict_labels(self, corpus: EncodedCorpus, rows: np.ndarray, heads: list) -> list:
+        """DEPREL arrays (n+1,) of the given trees: each arc's best label, ``root``
+        exactly for the words on the root when the label set has it."""
+        lab, hi, cut = self._label_matrix(corpus, rows, heads)
+        root_id = self.vocabs.deprels.index.get("root")
+        if root_id is not None and len(hi):
+            on_root = hi == 0
+            rooted = lab[:, root_id].copy()
+            lab[on_root] = -np.inf
+            lab[on_root, root_id] = rooted[on_root]
+            lab[~on_root, root_id] = -np.inf
+        ids = lab.argmax(axis=1) if len(hi) else np.zeros(0, np.int64)
+        labels = self.labels
+        out = []
+        for k in range(len(rows)):
+            d = np.empty(cut[k + 1] - cut[k] + 1, dtype=object)
+            d[0] = "<root>"
+            d[1:] = labels[ids[cut[k]:cut[k + 1]]]
+            out.append(d)
+        return out
+
+    def predict_tags(self, corpus: EncodedCorpus, rows: np.ndarray) -> dict:
+        """column -> [predicted values (n,) object] for sentences ``rows``."""
+        torch = require_torch()
+        h, _ = self._states(corpus, rows)
+        with torch.inference_mode():
+            scores = self.network.tag_scores(h)
+        out = {}
+        lengths = corpus.lengths[rows]
+        for col, s in scores.items():
+            s = s.cpu().numpy().copy()
+            s[..., :2] = -np.inf
+            ids = s.argmax(axis=-1)
+            classes = np.array(self.vocabs.tags[col].items, dtype=object)
+            out[col] = [classes[ids[k, 1: int(n) + 1]] for k, n in enumerate(lengths)]
+        return out
+
+    # ------------------------------------------------------------------ files
+    def put(self, meta: dict, arrays: dict) -> None:
+        """Add the scorer to a model file being written: metadata section ``neural``
+        (sizes, tag columns) and arrays ``nn_*`` (parameters, float32), ``nv_*``
+        (vocabularies), ``np_*`` (pretrained vectors, float16)."""
+        from arboreal.models.serialization import put_strings
+
+        state = self.network.state_dict()
+        names = []
+        for k, v in state.items():
+            key = "nn_" + k.replace(".", "__")
+            arrays[key] = v.detach().cpu().numpy().astype(np.float32)
+            names.append(k)
+        for name, items in self.vocabs.names_and_lists().items():
+            put_strings(arrays, "nv_" + name, items)
+        if self.pretrained is not None:
+            put_strings(arrays, "np_words", self.pretrained_vocab.items[2:])
+            arrays["np_vectors"] = self.pretrained[2:].cpu().numpy().astype(np.float16)
+        meta["neural"] = {"config": self.config.as_dict(), "parameters": names,
+                          "tag_columns": self.tag_columns}
+
+    @classmethod
+    def from_file(cls, fields, arrays) -> "NeuralScorer":
+        """The scorer of a model file (every shape checked against the metadata;
+        ModelError / ValueError for a bad file). ArborealError without torch."""
+        torch = require_torch()
+        from arboreal.models.serialization import array_shape, get_string_list
+        from arboreal.neural.network import NetworkConfig
+
+        section = fields.section("neural")
+        raw = section.json("config", dict)
+        known = NetworkConfig.__dataclass_fields__
+        if set(raw) - set(known):
+            raise section.fail("config", f"unknown sizes {sorted(set(raw) - set(known))}")
+        config = NetworkConfig(**raw)
+        for key, value in config.as_dict().items():
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0 \
+                    or value > (1 if key.endswith("dropout") else 1 << 16):
+                raise section.fail("config", f"bad size {key}={value!r}")
+        lists = {name: get_string_list(arrays, "nv_" + name)
+                 for name in ("words", "chars", "deprels", "input_tags",
+                              *(f"tag_{c}" for c in TAG_COLUMNS))}
+        vocabs = Vocabularies.from_lists(lists)
+        words = pretrained = None
+        if config.pretrained_dim:
+            words = get_string_list(arrays, "np_words")
+            if array_shape(arrays, "np_vectors") != (len(words), config.pretrained_dim):
+                raise ValueError("pretrained vectors disagree with their word list")
+            pretrained = np.asarray(arrays["np_vectors"], dtype=np.float32)
+        scorer = cls(config, vocabs, words, pretrained)
+        state = scorer.network.state_dict()
+        names = section.strings("parameters", max_items=1024)
+        if set(names) != set(state):
+            raise section.fail("parameters", "do not match the network of these sizes")
+        loaded = {}
+        for k in names:
+            key = "nn_" + k.replace(".", "__")
+            if array_shape(arrays, key) != tuple(state[k].shape):
+                raise ValueError(f"parameter {k} has shape {array_shape(arrays, key)}, "
+                                 f"expected {tuple(state[k].shape)}")
+            value = np.asarray(arrays[key], dtype=np.float32)
+            if not np.isfinite(value).all():
+                raise ValueError(f"parameter {k} holds inf or NaN")
+            loaded[k] = torch.from_numpy(value.copy())
+        scorer.network.load_state_dict(loaded)
+        scorer.network.eval()
+        return scorer
+
+
+def token_batches(lengths: np.ndarray, budget: int, order: np.ndarray | None = None
+                  ) -> list[np.ndarray]:
+    """Sentence indices cut into batches of similar length, each at most ``budget``
+    words of padded size (B x longest), one sentence at least. Sentences are sorted
+    by length (``order``: a given order, e.g. noisy lengths for training). O(S log S)."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    order = np.argsort(lengths, kind="stable") if order is None else order
+    out = []
+    start = 0
+    while start < len(order):
+        end = start + 1
+        top = max(int(lengths[order[start]]), 1)
+        while end < len(order):
+            top_next = max(top, int(lengths[order[end]]))
+            if top_next * (end - start + 1) > budget:
+                break
+            top = top_next
+            end += 1
+        out.append(order[start:end])
+        start = end
+    return out

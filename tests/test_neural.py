@@ -1,0 +1,186 @@
+"""The neural scorer: its tree loss inside torch, a tiny pipeline on the sample, model
+files, and the one-line error where torch is missing."""
+from __future__ import annotations
+
+import itertools
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from arboreal.inference.structure import TreeStructure, pad_batch, pad_heads  # noqa: E402
+from arboreal.io.conllu import read_conllu  # noqa: E402
+from arboreal.learn.tree_loss import tree_loss  # noqa: E402
+from brute_force import all_trees  # noqa: E402
+
+SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample"
+MODES = list(itertools.product([True, False], [True, False]))   # (projective, single_root)
+#: a network small enough for the test suite
+TINY = dict(lstm_dim=64, lstm_layers=1, arc_dim=64, label_dim=32, char_dim=32,
+            char_embedding_dim=16, word_dim=50, tag_hidden=32, batch_words=250, epochs=5)
+
+
+def _batch(rng, projective, single_root, sizes=(3, 5, 4)):
+    mats, golds = [], []
+    for n in sizes:
+        mats.append(rng.normal(scale=2.0, size=(n + 1, n + 1)))
+        trees = all_trees(n, projective, single_root)
+        golds.append(trees[rng.integers(len(trees))])
+    batch, lengths = pad_batch(mats)
+    return batch, pad_heads(golds), lengths
+
+
+@pytest.mark.parametrize("projective,single_root", MODES)
+def test_tree_loss_gradient_is_marginals_minus_gold(projective, single_root):
+    rng = np.random.default_rng(0)
+    st = TreeStructure(projective, single_root)
+    batch, heads, lengths = _batch(rng, projective, single_root)
+    scores = torch.tensor(batch, requires_grad=True)
+    loss = tree_loss(scores, heads, lengths, st, "crf")
+    loss.backward()
+    expected = st.marginals(batch, lengths) - st.indicators(heads, batch.shape[1])
+    assert np.allclose(scores.grad.numpy(), expected, atol=1e-9)
+    assert loss.item() == pytest.approx(float(np.sum(st.log_partition(batch, lengths)
+                                                     - st.tree_scores(batch, heads))))
+
+
+@pytest.mark.parametrize("projective,single_root", MODES)
+@pytest.mark.parametrize("objective", ["crf", "head-selection"])
+def test_tree_loss_matches_finite_differences(projective, single_root, objective):
+    rng = np.random.default_rng(1)
+    st = TreeStructure(projective, single_root)
+    batch, heads, lengths = _batch(rng, projective, single_root, sizes=(3, 4))
+    scores = torch.tensor(batch, requires_grad=True)
+    assert torch.autograd.gradcheck(
+        lambda s: tree_loss(s, heads, lengths, st, objective), (scores,), eps=1e-6, atol=1e-5)
+
+
+def test_tree_loss_backpropagates_into_a_network():
+    """The loss's gradient reaches parameters that produce the scores (chain rule)."""
+    torch.manual_seed(0)
+    st = TreeStructure(False, True)
+    x = torch.randn(2, 5, 8, dtype=torch.float64)
+    w = torch.randn(8, 8, dtype=torch.float64, requires_grad=True)
+    heads = np.array([[-1, 2, 0, 2, 3], [-1, 0, 1, -1, -1]])
+    lengths = np.array([4, 2])
+
+    def loss_of(w):
+        return tree_loss(torch.einsum("bhi,ij,bmj->bhm", x, w, x), heads, lengths, st)
+
+    assert torch.autograd.gradcheck(loss_of, (w,), eps=1e-6, atol=1e-5)
+
+
+def _adjacent_baseline(sentences) -> float:
+    """UAS of the better of 'every word headed by its left neighbour' and 'by its right
+    neighbour' (the last word by the root)."""
+    left = np.concatenate([np.arange(0, len(s)) == s.heads[1:] for s in sentences])
+    right = np.concatenate([np.r_[np.arange(2, len(s) + 1), 0] == s.heads[1:]
+                            for s in sentences])
+    return 100.0 * max(left.mean(), right.mean())
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    from arboreal.models import Parser
+
+    train = read_conllu(SAMPLE / "en_ewt-sample-train.conllu")
+    model = Parser.train(train, None, scorer="neural", scorer_options=TINY, seed=0)
+    path = tmp_path_factory.mktemp("neural") / "tiny.model"
+    model.save(path)
+    return model, path
+
+
+def test_tiny_pipeline_beats_a_trivial_baseline(tiny_model):
+    model, _ = tiny_model
+    test = read_conllu(SAMPLE / "en_ewt-sample-test.conllu")
+    heads = model.predict_heads(test)
+    uas = 100.0 * np.mean(np.concatenate([h[1:] == s.heads[1:] for h, s in zip(heads, test)]))
+    assert uas > _adjacent_baseline(test) + 5.0
+    assert model.scorer.kind == "neural"
+    assert set(model.scorer.tag_columns) == {"upos", "xpos", "feats", "lemmas"}
+
+
+def test_save_and_load_give_identical_parses_and_tags(tiny_model):
+    import arboreal
+
+    model, path = tiny_model
+    loaded = arboreal.load(path)
+    test = read_conllu(SAMPLE / "en_ewt-sample-test.conllu")[:60]
+    untagged = [s.with_tree(s.heads) for s in test]
+    for s in untagged:
+        for col in ("upos", "xpos", "feats", "lemmas"):
+            v = getattr(s, col).copy()
+            v[1:] = "_"
+            setattr(s, col, v)
+    a, b = model.parse(untagged), loaded.parse(untagged)
+    for x, y in zip(a, b):
+        assert np.array_equal(x.heads, y.heads)
+        for col in ("deprels", "upos", "xpos", "feats", "lemmas"):
+            assert getattr(x, col).tolist() == getattr(y, col).tolist()
+    # the tags were predicted, not left empty
+    assert all(v != "_" for s in a for v in s.upos[1:].tolist())
+    # marginals, k-best and MBR work on a neural model as on any first-order model
+    P = loaded.arc_marginals(test[:3])
+    assert np.allclose(P[0][:, 1:].sum(axis=0), 1.0)
+    kb = loaded.parse_kbest(test[:2], 3)
+    assert len(kb[0]) == 3
+    mbr = loaded.parse(test[:2], decode="mbr", probabilities=True)
+    assert "HeadProb=" in mbr[0].misc[1]
+
+
+def test_a_neural_model_without_torch_is_a_one_line_error(tiny_model, tmp_path):
+    _, path = tiny_model
+    block = tmp_path / "block"
+    block.mkdir()
+    (block / "sitecustomize.py").write_text("import sys\nsys.modules['torch'] = None\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(block), os.environ.get(
+        "PYTHONPATH", "")])}
+    text = tmp_path / "in.txt"
+    text.write_text("The dog barks.\n")
+    proc = subprocess.run([sys.executable, "-m", "arboreal", "parse", str(path), str(text),
+                           "--input", "text"], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "arboreal[neural]" in lines[0], proc.stderr
+    code = textwrap.dedent(f"""
+        import arboreal
+        try:
+            arboreal.load({str(path)!r})
+        except arboreal.ArborealError as exc:
+            print("ERR", exc)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env=env, timeout=300)
+    assert proc.stdout.startswith("ERR") and "arboreal[neural]" in proc.stdout
+
+
+def test_import_arboreal_and_linear_parsing_never_import_torch(tmp_path):
+    code = textwrap.dedent("""
+        import sys
+        import arboreal, arboreal.models.parser, arboreal.cli, arboreal.scorers
+        import arboreal.learn.trainer, arboreal.learn.objectives
+        print("torch" in sys.modules)
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.stdout.strip() == "False", proc.stderr
+
+
+def test_neural_options_are_checked():
+    from arboreal.errors import ArborealError
+    from arboreal.models.neural import neural_options
+
+    assert neural_options({"lstm_dim": 10, "epochs": 3})[0] == {"lstm_dim": 10}
+    with pytest.raises(ArborealError, match="unknown neural scorer option 'lstm_size'"):
+        neural_options({"lstm_size": 10})
+    with pytest.raises(ArborealError, match="dropout"):
+        neural_options({"dropout": 1.5})
+    with pytest.raises(ArborealError, match="whole number"):
+        neural_options({"lstm_layers": 1.5})

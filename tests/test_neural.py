@@ -184,3 +184,18 @@ def test_neural_options_are_checked():
         neural_options({"dropout": 1.5})
     with pytest.raises(ArborealError, match="whole number"):
         neural_options({"lstm_layers": 1.5})
+
+
+def test_bilstm_states_do_not_depend_on_padding():
+    """Each sentence's states in a padded batch equal those of the sentence alone."""
+    from arboreal.neural.network import BiLSTM
+
+    torch.manual_seed(0)
+    lstm = BiLSTM(6, 5, 2, dropout=0.0).eval()
+    lengths = torch.tensor([4, 7, 1])
+    x = torch.randn(3, 7, 6)
+    with torch.no_grad():
+        batched = lstm(x, lengths)
+        for b, n in enumerate(lengths.tolist()):
+            alone = lstm(x[b:b + 1, :n], lengths[b:b + 1])
+            assert torch.allclose(batched[b, :n], alone[0], atol=1e-6)

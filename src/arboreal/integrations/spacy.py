@@ -422,8 +422,8 @@ class ArborealParser:
         from spacy.scorer import Scorer
         from spacy.training import validate_examples
 
-        validate_examples(examples, "ArborealParser.score")
         examples = list(examples)
+        validate_examples(examples, "ArborealParser.score")
         results: dict = {}
         results.update(Scorer.score_spans(
             examples, "sents", has_annotation=lambda doc: doc.has_annotation("SENT_START"),

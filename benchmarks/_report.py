@@ -1,8 +1,11 @@
 """Write one benchmark's section of docs/benchmarks.md, leaving the others alone.
 
 Each script in benchmarks/ owns a section between ``<!-- BEGIN name -->`` and
-``<!-- END name -->``; rerunning a script replaces only its own section. The
-file is written to a temporary file and renamed, so it is never half-written.
+``<!-- END name -->`` (with an anchor ``<a id="name">`` that links use); rerunning a
+script replaces only its own section, in docs/benchmarks-archive.md when the section
+was moved there (superseded runs, variants not kept), else in docs/benchmarks.md (a
+new section is appended there). The file is written to a temporary file and renamed,
+so it is never half-written.
 """
 from __future__ import annotations
 
@@ -16,6 +19,7 @@ import tempfile
 from pathlib import Path
 
 DOC = Path(__file__).resolve().parent.parent / "docs" / "benchmarks.md"
+ARCHIVE = DOC.parent / "benchmarks-archive.md"
 HEADER = (
     "# Benchmarks\n\n"
     "Every figure here was printed by the command named in its section, on the machine\n"
@@ -44,24 +48,28 @@ def command_line(script: str, argv: list[str], note: str = "") -> str:
 
 
 def write_section(name: str, title: str, command: str, body: str) -> None:
-    """Replace (or append) section ``name`` of docs/benchmarks.md."""
+    """Replace section ``name`` where it is (docs/benchmarks-archive.md or
+    docs/benchmarks.md), or append it to docs/benchmarks.md."""
     today = _dt.date.today().isoformat()
     section = (
-        f"<!-- BEGIN {name} -->\n## {title}\n\n"
+        f"<!-- BEGIN {name} -->\n<a id=\"{name}\"></a>\n## {title}\n\n"
         f"Command: `{command}`  \nMachine: {machine_description()}  \nDate: {today}\n\n"
         f"{body.rstrip()}\n<!-- END {name} -->\n"
     )
-    text = DOC.read_text(encoding="utf-8") if DOC.exists() else HEADER
     pattern = re.compile(rf"<!-- BEGIN {re.escape(name)} -->.*?<!-- END {re.escape(name)} -->\n?", re.S)
+    target = DOC
+    if ARCHIVE.exists() and pattern.search(ARCHIVE.read_text(encoding="utf-8")):
+        target = ARCHIVE
+    text = target.read_text(encoding="utf-8") if target.exists() else HEADER
     if pattern.search(text):
         text = pattern.sub(lambda _: section, text)
     else:
         text = text.rstrip() + "\n\n" + section
-    DOC.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=DOC.parent, prefix=".benchmarks.", suffix=".tmp")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".benchmarks.", suffix=".tmp")
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text)
-    os.replace(tmp, DOC)
+    os.replace(tmp, target)
 
 
 def memory_probe(repeats: int = 3) -> float:

@@ -449,3 +449,165 @@ def test_to_disk_from_disk(spacy_mod, model_path, tmp_path):
     fresh.add_pipe("arboreal", config={"model": str(model_path)})
     fresh.to_disk(tmp_path / "p2")
     assert (tmp_path / "p2" / "arboreal" / "model.npz").read_bytes() == model_path.read_bytes()
+
+
+# ---------------------------------------------------------------------------- spaCy: scores
+
+
+def _reference_docs(vocab, per_doc: int = 10, docs: int = 3) -> list:
+    """Gold spaCy docs of the sample test set's first sentences: words, spaces, UD heads
+    and relations, UPOS, XPOS, lemmas, FEATS and sentence starts."""
+    from spacy.tokens import Doc
+
+    sents = read_conllu(SAMPLE / "en_ewt-sample-test.conllu")[:per_doc * docs]
+    out = []
+    for k in range(docs):
+        words, spaces, heads, deps, pos, tags, lemmas, morphs, starts = ([] for _ in range(9))
+        for s in sents[k * per_doc:(k + 1) * per_doc]:
+            base = len(words)
+            n = len(s)
+            for m in range(1, n + 1):
+                words.append(str(s.forms[m]))
+                spaces.append("SpaceAfter=No" not in str(s.misc[m]) and m < n)
+                if m == n:
+                    spaces[-1] = True
+                h = int(s.heads[m])
+                heads.append(base + (m if h == 0 else h) - 1)
+                deps.append(str(s.deprels[m]))
+                pos.append(str(s.upos[m]))
+                tags.append(str(s.xpos[m]))
+                lemmas.append(str(s.lemmas[m]))
+                morphs.append("" if s.feats[m] == "_" else str(s.feats[m]))
+                starts.append(m == 1)
+        out.append(Doc(vocab, words=words, spaces=spaces, heads=heads, deps=deps, pos=pos,
+                       tags=tags, lemmas=lemmas, morphs=morphs, sent_starts=starts))
+    return out
+
+
+def _fraction(hits: int, total: int) -> float:
+    return hits / total
+
+
+def test_nlp_evaluate_reports_dependency_tag_and_sentence_scores(nlp):
+    from spacy.tokens import Doc
+    from spacy.training import Example
+
+    refs = _reference_docs(nlp.vocab)
+    same = [Example(Doc(nlp.vocab, words=[t.text for t in r], spaces=[bool(t.whitespace_) for t in r]), r)
+            for r in refs]
+    scores = nlp.evaluate(same, scorer_cfg={"ignore_labels": ()})
+    for key in ("dep_uas", "dep_las", "pos_acc", "tag_acc", "lemma_acc", "morph_acc", "sents_f"):
+        assert isinstance(scores[key], float), (key, scores.get(key))
+
+    # the same tokens as gold: every score is a plain count over the words, worked out
+    # here from docs the component parses again (it is deterministic)
+    parsed = [nlp(Doc(nlp.vocab, words=[t.text for t in r], spaces=[bool(t.whitespace_) for t in r]))
+              for r in refs]
+    pairs = [(p, g) for pd, rd in zip(parsed, refs) for p, g in zip(pd, rd)]
+    n = len(pairs)
+    assert scores["dep_uas"] == pytest.approx(_fraction(sum(p.head.i == g.head.i for p, g in pairs), n))
+    assert scores["dep_las"] == pytest.approx(_fraction(
+        sum(p.head.i == g.head.i and p.dep_.lower() == g.dep_.lower() for p, g in pairs), n))
+    assert scores["pos_acc"] == pytest.approx(_fraction(sum(p.pos_ == g.pos_ for p, g in pairs), n))
+    assert scores["tag_acc"] == pytest.approx(_fraction(sum(p.tag_ == g.tag_ for p, g in pairs), n))
+    assert scores["lemma_acc"] == pytest.approx(_fraction(sum(p.lemma_ == g.lemma_ for p, g in pairs), n))
+    spans = lambda docs: {(k, s.start, s.end) for k, d in enumerate(docs) for s in d.sents}  # noqa: E731
+    found, gold = spans(parsed), spans(refs)
+    right = len(found & gold)
+    assert scores["sents_p"] == pytest.approx(right / len(found))
+    assert scores["sents_r"] == pytest.approx(right / len(gold))
+    assert 0 < scores["dep_las"] < scores["dep_uas"] < 1
+
+    # spaCy's convention by default: punctuation is not scored
+    default = nlp.evaluate(same)
+    kept = [(p, g) for p, g in pairs if g.dep_ != "punct"]
+    las = sum(p.head.i == g.head.i and p.dep_ == g.dep_ for p, g in kept if p.dep_ != "punct")
+    predicted = sum(p.dep_ != "punct" for p, _ in pairs)
+    assert default["dep_las"] == pytest.approx(2 * las / (len(kept) + predicted))
+
+    # spaCy's own tokenization of the text, aligned to gold's words by spaCy
+    own = [Example(nlp.make_doc(r.text), r) for r in refs]
+    aligned = nlp.evaluate(own)
+    assert 0 < aligned["dep_las"] <= aligned["dep_uas"] < 1 and 0 < aligned["sents_f"] <= 1
+
+
+# ---------------------------------------------------------------------------- spaCy: noun chunks
+
+
+def _ud_doc(vocab, rows: str):
+    """A doc from "form UPOS head deprel" lines (heads 1-based, 0 the root)."""
+    from spacy.tokens import Doc
+
+    table = [line.split() for line in rows.strip().splitlines()]
+    return Doc(vocab, words=[r[0] for r in table], pos=[r[1] for r in table],
+               heads=[int(r[2]) - 1 if r[2] != "0" else i for i, r in enumerate(table)],
+               deps=[r[3] for r in table])
+
+
+UD_SENTENCES = [
+    ("""The DET 3 det
+        big ADJ 3 amod
+        cat NOUN 4 nsubj
+        sat VERB 0 root
+        on ADP 7 case
+        the DET 7 det
+        mat NOUN 4 obl
+        near ADP 11 case
+        the DET 11 det
+        old ADJ 11 amod
+        house NOUN 7 nmod
+        . PUNCT 4 punct""", ["The big cat", "the mat", "the old house"], ["The big cat"]),
+    ("""She PRON 5 nsubj
+        and CCONJ 4 cc
+        her PRON 4 nmod:poss
+        brother NOUN 1 conj
+        like VERB 0 root
+        cats NOUN 5 obj""", ["She", "her brother", "cats"], ["She", "and her brother"]),
+    ("""It PRON 5 nsubj
+        is AUX 5 cop
+        a DET 5 det
+        good ADJ 5 amod
+        idea NOUN 0 root""", ["It", "a good idea"], ["It"]),
+]
+
+
+@pytest.mark.parametrize("rows, ours, english", UD_SENTENCES)
+def test_ud_noun_chunks_on_hand_parsed_sentences(spacy_mod, rows, ours, english):
+    from arboreal.integrations.spacy import ud_noun_chunks
+
+    nlp = spacy_mod.blank("en")
+    doc = _ud_doc(nlp.vocab, rows)
+    # spaCy's English iterator reads ClearNLP labels (dobj, pobj, attr...): it misses
+    # UD's obl, nmod, obj and a nominal root, and takes in the cc of a conjunct
+    assert [c.text for c in doc.noun_chunks] == english
+    doc.noun_chunks_iterator = ud_noun_chunks
+    assert [c.text for c in doc.noun_chunks] == ours
+    assert all(c.label_ == "NP" for c in doc.noun_chunks)
+    assert [c.text for c in doc[1:].noun_chunks] == [x for x in ours if x != ours[0]]
+
+
+def test_component_installs_the_ud_noun_chunks_where_spacy_expects_other_labels(spacy_mod, model_path):
+    from arboreal.integrations.spacy import ud_noun_chunks
+
+    nlp = spacy_mod.blank("en")
+    english = nlp.vocab.get_noun_chunks
+    nlp.add_pipe("arboreal", config={"model": str(model_path)})
+    assert nlp.vocab.get_noun_chunks is ud_noun_chunks
+    text = " ".join(_texts()[:5])
+    doc = nlp(text)
+    chunks = list(doc.noun_chunks)
+    assert chunks and all(c.root.pos_ in ("NOUN", "PROPN", "PRON") and c[-1] == c.root
+                          for c in chunks)
+    doc.noun_chunks_iterator = english
+    assert len(chunks) > len(list(doc.noun_chunks))
+    # spaCy's own iterator kept on request, and for a language whose iterator reads UD
+    keep = spacy_mod.blank("en")
+    keep.add_pipe("arboreal", config={"model": str(model_path), "noun_chunks": "spacy"})
+    assert keep.vocab.get_noun_chunks is english
+    spanish = spacy_mod.blank("es")
+    own = spanish.vocab.get_noun_chunks
+    spanish.add_pipe("arboreal", config={"model": str(model_path)})
+    assert own is not None and spanish.vocab.get_noun_chunks is own
+    with pytest.raises(ArborealError, match="noun_chunks must be one of"):
+        spacy_mod.blank("en").add_pipe("arboreal", config={"model": str(model_path),
+                                                           "noun_chunks": "bogus"})

@@ -7,7 +7,6 @@ import logging
 import os
 import signal
 import threading
-import time
 import warnings
 from pathlib import Path
 
@@ -163,29 +162,39 @@ def test_killed_worker_loses_and_duplicates_nothing(cluster, files, monkeypatch,
     out = tmp_path / "dask.conllu"
     done: list[int] = []
     outcome: list = []
+    first_shard, killed = threading.Event(), threading.Event()
+
+    def progress(sentences: int) -> None:
+        # no race with the machine's load: after the first shard the parse waits here
+        # until a worker has been killed, so the shards submitted ahead are still on the
+        # workers (being parsed, or parsed and not yet fetched) when one dies
+        done.append(sentences)
+        if len(done) == 1:
+            first_shard.set()
+            killed.wait(600)
 
     def run():
         try:
             outcome.append(parse_files(cluster, str(files / "m.model"),
                                        stream_jobs([str(big)], [str(out)], StreamOptions()),
-                                       progress=done.append))
+                                       progress=progress))
         except BaseException as exc:   # reported by the test below
             outcome.append(exc)
 
     thread = threading.Thread(target=run)
     thread.start()
     victim = None
-    deadline = time.monotonic() + 60
-    while victim is None and thread.is_alive() and time.monotonic() < deadline:
-        if done:   # shards are coming back: kill a worker in the middle of one
-            busy = [w for w, keys in cluster.processing().items() if keys]
-            if busy:
-                victim = busy[0]
-                pid = cluster.run(os.getpid, workers=[victim])[victim]
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.01)
-    thread.join(120)
-    assert victim is not None, "the parse ended before a worker could be killed"
+    try:
+        assert first_shard.wait(600), "no shard came back"
+        busy = [w for w, keys in cluster.processing().items() if keys]
+        holding = [w for w, keys in cluster.has_what().items()
+                   if any(str(k).startswith("parse_shard") for k in keys)]
+        victim = (busy or holding)[0]      # one in the middle of a shard if there is one
+        pid = cluster.run(os.getpid, workers=[victim])[victim]
+        os.kill(pid, signal.SIGKILL)
+    finally:
+        killed.set()
+        thread.join(600)
     assert len(outcome) == 1 and not isinstance(outcome[0], BaseException), outcome
     assert outcome[0][0].sentences == 200 * copies
     parsed = read_conllu(out)

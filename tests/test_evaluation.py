@@ -9,7 +9,7 @@ import pytest
 
 from arboreal import evaluate
 from arboreal.errors import ArborealError
-from arboreal.evaluation import KEYS, format_table
+from arboreal.evaluation import KEYS, attachment_scores, format_table
 from arboreal.io import format_conllu, read_conllu
 
 SAMPLE_TEST = Path(__file__).resolve().parents[1] / "data" / "sample" / "en_ewt-sample-test.conllu"
@@ -161,20 +161,26 @@ def test_missing_system_heads_count_as_wrong():
 
 
 def test_word_mismatches_name_the_first_differing_sentence():
+    # attachment_scores needs the same words; evaluate() scores other tokenizations the
+    # CoNLL 2018 way (tests/test_evaluation_ud.py) but names a differing word the same way
     gold = read(GOLD)
     other = read(GOLD.replace("\tpurr\t", "\tpurrs\t"))
     with pytest.raises(ArborealError, match=r"sentence 2 \(sent_id b\), line 8: word 2 is 'purr' in gold, "
                                             r"'purrs' in the system output"):
-        evaluate(gold, other)
+        attachment_scores(gold, other)
     shorter = read(GOLD.replace("4\t!\t_\tPUNCT\t_\t_\t2\tpunct\t_\t_\n", ""))
     with pytest.raises(ArborealError, match=r"sentence 3 \(sent_id c\).*4 words in gold, 3 in the system"):
-        evaluate(gold, shorter)
+        attachment_scores(gold, shorter)
     with pytest.raises(ArborealError, match=r"gold has 4 sentences, the system output 3: sentence 4 "
                                             r"\(sent_id d\).* is missing"):
-        evaluate(gold, gold[:3])
+        attachment_scores(gold, gold[:3])
     # a form difference in an earlier sentence is reported before a later length difference
     both = read(GOLD.replace("\tThe\t", "\tA\t").replace("4\t!\t_\tPUNCT\t_\t_\t2\tpunct\t_\t_\n", ""))
     with pytest.raises(ArborealError, match=r"sentence 1 \(sent_id a\)"):
-        evaluate(gold, both)
+        attachment_scores(gold, both)
+    with pytest.raises(ArborealError, match="nothing to evaluate"):
+        attachment_scores([], [])
     with pytest.raises(ArborealError, match="nothing to evaluate"):
         evaluate([], [])
+    with pytest.raises(ArborealError, match=r"sentence 2 \(sent_id b\), line 8: word 2 is 'purr'"):
+        evaluate(gold, read(GOLD.replace("\tpurr\t", "\tpurrs\t")))

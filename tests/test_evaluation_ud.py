@@ -687,3 +687,46 @@ def test_cli_different_texts_exit_2_with_one_line(tmp_path):
     assert r.stderr.startswith("arboreal: error: ") and r.stderr.count("\n") == 1
     assert str(gold) in r.stderr and str(system) in r.stderr and "character" in r.stderr
     assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("case", ["en-retokenized-and-one-sentence", "es-other-tokens-and-multiwords",
+                                  "es-wrong-trees-and-tags"])
+def test_python_evaluate_returns_what_eval_json_prints(case, tmp_path, capsys):
+    # arboreal.evaluate and `arboreal eval --json` are one function path: on a system
+    # that tokenized differently both give the CoNLL 2018 scores, on identical words
+    # both give the attachment scores, from paths or from lists of sentences
+    import arboreal
+
+    gold, system = _write_pair(tmp_path, case)
+    assert main(["eval", "--json", str(gold), str(system)]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    got = arboreal.evaluate(str(gold), system)
+    assert got == printed
+    lists = arboreal.evaluate(read_conllu(gold), read_conllu(system, allow_missing_heads=True))
+    assert lists == printed
+    if case.startswith("es-wrong"):
+        assert "uas" in got
+        assert main(["eval", "--json", "--conll18", str(gold), str(system)]) == 0
+        assert arboreal.evaluate(gold, system, conll18=True) == json.loads(capsys.readouterr().out)
+    else:
+        want = official(gold, system)
+        assert list(got) == list(METRICS)
+        assert got["LAS"]["f1"] == pytest.approx(100 * want["LAS"].f1, abs=1e-9)
+
+
+def test_python_evaluate_on_a_system_that_read_raw_text(tmp_path):
+    # the README's case: a system that tokenized the raw text has a sentence of 8 words
+    # where gold has 9; the attachment scores cannot be computed, the CoNLL 2018 ones can
+    import arboreal
+
+    gold = tmp_path / "gold.conllu"
+    system = tmp_path / "system.conllu"
+    gold.write_text(CASES["en-retokenized-and-one-sentence"][0])
+    system.write_text(CASES["en-retokenized-and-one-sentence"][1])
+    with pytest.raises(ArborealError, match="in gold"):
+        from arboreal.evaluation import attachment_scores
+        attachment_scores(gold, system)
+    scores = arboreal.evaluate(gold, system)
+    assert scores["Tokens"]["f1"] < 100 and 0 <= scores["UAS"]["f1"] <= 100
+    with pytest.raises(ArborealError, match="exclude-punct"):
+        arboreal.evaluate(gold, system, exclude_punct=True)

@@ -8,11 +8,13 @@ import signal
 import stat
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from arboreal._atomic import Terminated, atomic_write
 from arboreal.cli import main
 from arboreal.io.conllu import read_conllu, write_conllu
 
@@ -122,21 +124,64 @@ def test_output_errors_name_the_users_path(files, tmp_path, capsys):
 
 
 def test_sigterm_during_parse_leaves_no_temporary_file(files, tmp_path):
-    # a long input so that the parse is still running when the signal comes
-    sents = read_conllu(files / "in.conllu")
-    big = tmp_path / "big.conllu"
-    write_conllu(sents * 3000, big)
+    # No race with the machine's load: the parse reads standard input from a pipe this
+    # test keeps open, so it cannot finish before the signal, and the signal is sent
+    # once the temporary output file exists (the parse has provably begun writing).
+    # The timeouts only bound a hang.
+    data = (files / "in.conllu").read_bytes() * 3000
     out = tmp_path / "out.conllu"
-    proc = subprocess.Popen(ARBOREAL + ["parse", str(files / "m.npz"), str(big), "-o", str(out)],
-                            stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 120
-    while not any(p.name.endswith(".tmp") for p in tmp_path.iterdir()):
-        assert proc.poll() is None and time.monotonic() < deadline, "parse ended before the signal"
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 143 and b"terminated" in err and b"Traceback" not in err
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["big.conllu"]
+    proc = subprocess.Popen(ARBOREAL + ["parse", str(files / "m.npz"), "-", "-o", str(out)],
+                            stdin=subprocess.PIPE, stderr=subprocess.PIPE)
+
+    def feed():
+        try:
+            proc.stdin.write(data)
+            proc.stdin.flush()
+        except (BrokenPipeError, ValueError):   # the parse was stopped before reading it all
+            pass
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    try:
+        deadline = time.monotonic() + 600
+        while not any(p.name.endswith(".tmp") for p in tmp_path.iterdir()):
+            assert proc.poll() is None, proc.stderr.read().decode(errors="replace")
+            assert time.monotonic() < deadline, "no temporary output file after 600 s"
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=300) == 143
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        proc.stdin.close()
+    err = proc.stderr.read()
+    assert b"terminated" in err and b"Traceback" not in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("interruption", [KeyboardInterrupt, Terminated])
+def test_an_interruption_just_after_the_temporary_file_is_made_removes_it(
+        tmp_path, monkeypatch, interruption):
+    # a signal whose handler runs at the first line after the temporary file exists
+    # (the moment tempfile.mkstemp had not yet handed its name over)
+    real_open = os.open
+
+    def open_then_interrupted(path, flags, *args, **kwargs):
+        fd = real_open(path, flags, *args, **kwargs)
+        if os.fspath(path).endswith(".tmp"):
+            os.close(fd)
+            raise interruption()
+        return fd
+
+    target = tmp_path / "out.conllu"
+    monkeypatch.setattr(os, "open", open_then_interrupted)
+    with pytest.raises(interruption):
+        atomic_write(target, lambda f: f.write(b"data"))
+    monkeypatch.undo()
+    assert list(tmp_path.iterdir()) == []
+    atomic_write(target, lambda f: f.write(b"data"))   # and without the interruption
+    assert [p.name for p in tmp_path.iterdir()] == ["out.conllu"]
 
 
 # ---------------------------------------------------------------- CoNLL-U input

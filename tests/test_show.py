@@ -101,6 +101,54 @@ def test_title_and_width_grow_with_text():
     assert texts(titled, "title") == ["s-1: a & b"]
 
 
+def test_text_widths_are_the_fonts_advances():
+    from arboreal.io import svg
+
+    regular, bold = svg._advances(False), svg._advances(True)
+    printable = [chr(c) for c in range(0x20, 0x7F)]
+    assert all(0.2 < regular[ch] < 1.1 and 0.2 < bold[ch] < 1.2 for ch in printable)
+    assert bold["W"] > regular["W"]
+    # the old guess, 0.62 em for every character, was far too narrow for W and M
+    assert regular["W"] > regular["M"] > 0.8 > 0.62 > regular["a"] > regular["i"]
+    assert svg._text_width("WWWWWWWWWWWW", 14) == pytest.approx(12 * 14 * regular["W"])
+    assert svg._text_width("W", 13, bold=True) == pytest.approx(13 * bold["W"])
+    # a combining mark and a zero-width format character take no room
+    assert svg._text_width("e\u0301\u200b", 10) == pytest.approx(svg._text_width("e", 10))
+    # a character neither font has: the fallback, as wide as an em
+    missing = next(ch for ch in map(chr, range(0x0E01, 0x0E30)) if ch not in regular)
+    assert svg._text_width(missing * 3, 10) == pytest.approx(30 * svg.FALLBACK_EM)
+
+
+def test_wide_words_are_laid_out_apart():
+    from arboreal.io import svg
+
+    forms = ["WWWWWWWWWWWW", "MMMMMMMM", "i", "\u6f22\u5b57\u6f22\u5b57", "WWWWWWWWWWWW"]
+    s = Sentence.from_columns(forms, [2, 0, 2, 2, 2], ["a", "root", "b", "c", "d"])
+    root = ET.fromstring(tree_svg(s))
+    words = [(float(e.get("x")), e.text) for e in root.iter(f"{SVG}text")
+             if e.get("class") == "form"]
+    assert [w for _, w in words] == forms
+    for (x1, a), (x2, b) in zip(words, words[1:]):           # centred texts: half each
+        assert x2 - x1 >= (svg._text_width(a, 14) + svg._text_width(b, 14)) / 2
+    assert float(root.get("width")) >= words[-1][0] + svg._text_width(forms[-1], 14) / 2
+
+
+def test_font_table_is_what_the_generator_makes(tmp_path):
+    pytest.importorskip("fontTools", reason="fontTools regenerates the table (pip install fonttools)")
+    fonts = {"regular": ["dejavu/DejaVuSans.ttf", "liberation2/LiberationSans-Regular.ttf"],
+             "bold": ["dejavu/DejaVuSans-Bold.ttf", "liberation2/LiberationSans-Bold.ttf"]}
+    paths = {k: [Path("/usr/share/fonts/truetype") / f for f in v] for k, v in fonts.items()}
+    if not all(p.exists() for v in paths.values() for p in v):
+        pytest.skip("the fonts are not installed (Debian: fonts-dejavu-core, fonts-liberation2)")
+    out = tmp_path / "metrics.py"
+    r = subprocess.run([sys.executable, str(REPO / "tools" / "svg_font_metrics.py"),
+                        "--regular", *map(str, paths["regular"]), "--bold", *map(str, paths["bold"]),
+                        "-o", str(out)], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    shipped = REPO / "src" / "arboreal" / "io" / "_font_metrics.py"
+    assert out.read_text(encoding="utf-8") == shipped.read_text(encoding="utf-8")
+
+
 def test_crossing_arcs_are_marked(sample):
     #        1   2   3   4   5 ; arcs 2->1, 2->5, 5->3 and 1->4, which spans the root word 2
     s = Sentence.from_columns(["w1", "w2", "w3", "w4", "w5"], [2, 0, 5, 1, 2],

@@ -1,7 +1,8 @@
 """The pictures of ``arboreal show`` in a real browser: headless Chromium renders a page of
-trees (one non-projective) and a heat map; the screenshot must show ink, red crossing
-arcs and blue cells, and every ``<text>`` must be laid out with a non-zero size inside
-its picture, the words of a tree side by side without overlapping.
+trees (one non-projective, one of wide glyphs such as ``WWWWWWWWWWWW``) and a heat map;
+the screenshot must show ink, red crossing arcs and blue cells, and every ``<text>``
+must be laid out with a non-zero size inside its picture, the words (and the tags) of
+a tree side by side without overlapping.
 
 Needs ``/usr/bin/chromium`` (Debian: ``apt-get install -y chromium``); skipped without it.
 """
@@ -20,6 +21,7 @@ import numpy as np
 import pytest
 
 from arboreal.io.conllu import read_conllu
+from arboreal.io.sentence import Sentence
 from arboreal.io.svg import html_page, marginals_svg, sentence_title, tree_svg
 from arboreal.trees import nonprojective_arcs
 
@@ -130,10 +132,17 @@ def page():
     p[np.arange(n + 1), np.arange(n + 1)] = 0
     p[first.heads[1:], np.arange(1, n + 1)] += 2.0        # the tree's cells dominate
     p[:, 1:] /= p[:, 1:].sum(axis=0)
+    # wide glyphs, which a per-character guess laid out narrower than they are drawn
+    chosen.append(Sentence.from_columns(
+        ["WWWWWWWWWWWW", "MMMMMMMM", "\u2014\u2167\u2014", "\u6f22\u5b57\u6f22\u5b57",
+         "\u0152\u00c6\u0152\u00c6", "@@@@", "WWWWWWWWWWWW"],
+        [2, 0, 2, 2, 4, 2, 2], ["nsubj", "root", "punct", "obj", "nmod", "dep", "obl"],
+        upos=["PROPN", "NOUN", "PUNCT", "X", "NOUN", "SYM", "PROPN"]))
     svgs = [tree_svg(chosen[0]), marginals_svg(first.forms, p, heads=first.heads),
-            tree_svg(chosen[1]), tree_svg(chosen[2], title="<a title> & more")]
+            tree_svg(chosen[1]), tree_svg(chosen[2], title="<a title> & more"),
+            tree_svg(chosen[3], title="WWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWWW")]
     titles = [sentence_title(chosen[0]), None, sentence_title(chosen[1]),
-              sentence_title(chosen[2])]
+              sentence_title(chosen[2]), None]
     text = html_page(svgs, titles, page_title="browser test")
     assert "<script" not in text
     return text, chosen
@@ -173,7 +182,7 @@ def test_every_text_is_laid_out_inside_its_picture(page, tmp_path):
         left, top, right, bottom = b["svg"]
         assert left - 1 <= b["left"] and b["right"] <= right + 1, b
         assert top - 1 <= b["top"] and b["bottom"] <= bottom + 1, b
-    trees = {0: chosen[0], 2: chosen[1], 3: chosen[2]}       # figure index -> sentence
+    trees = {0: chosen[0], 2: chosen[1], 3: chosen[2], 4: chosen[3]}   # figure -> sentence
     for figure, s in trees.items():
         words = [b for b in boxes if b["figure"] == figure and b["cls"] == "form"]
         assert [b["text"] for b in words] == list(s.forms[1:])
@@ -183,6 +192,8 @@ def test_every_text_is_laid_out_inside_its_picture(page, tmp_path):
         tags = [b for b in boxes if b["figure"] == figure and b["cls"] == "upos"]
         assert [b["text"] for b in tags] == list(s.upos[1:])
         assert min(t["top"] for t in tags) >= max(w["top"] for w in words)
+        for a, b in zip(tags, tags[1:]):
+            assert a["right"] <= b["left"] + 0.5, (a, b)
     titles = [b["text"] for b in boxes if b["figure"] == 3 and b["cls"] == "title"]
     assert titles == ["<a title> & more"]
     cells = [b for b in boxes if b["figure"] == 1 and b["cls"] == "prob"]

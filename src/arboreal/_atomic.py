@@ -17,11 +17,19 @@ Every error names the path the user gave, never the hidden temporary file.
 """
 from __future__ import annotations
 
+import errno
 import os
+import secrets
 import stat
-import tempfile
 from pathlib import Path
 from typing import BinaryIO, Callable
+
+#: how a temporary file is opened: a new file only (never an existing one or a link),
+#: not inherited by child processes
+_TEMPORARY_FLAGS = (os.O_RDWR | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+                    | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+#: random names tried before giving up (each of 48 random bits)
+_NAME_TRIES = 100
 
 
 class Terminated(BaseException):
@@ -43,6 +51,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -
     A replaced file keeps its permission bits; a new one gets those a plain
     ``open(path, "w")`` would give (0o666 minus the umask; ``mkstemp`` alone would
     leave 0o600). Devices, FIFOs and other special files are written in place.
+    An interruption at any point after the temporary file is made removes it.
     OSError (naming ``path``) on failure; nothing is left behind.
     """
     try:
@@ -70,20 +79,30 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -
         mode = 0o666 & ~umask
     else:
         mode = stat.S_IMODE(info.st_mode)
+    # The temporary file's name is held before the file exists (tempfile.mkstemp would
+    # hand it over only after making it): a KeyboardInterrupt or Terminated that comes
+    # just after the file is made, before any other line runs, still removes it.
+    tmp = ""
     try:
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    except OSError as exc:
-        raise _user_error(exc, path) from None
-    try:
+        for _ in range(_NAME_TRIES):
+            tmp = os.path.join(target.parent, f".{target.name}.{secrets.token_hex(6)}.tmp")
+            try:
+                fd = os.open(tmp, _TEMPORARY_FLAGS, 0o600)
+                break
+            except FileExistsError:
+                tmp = ""            # another writer's file: never removed here
+        else:
+            raise FileExistsError(errno.EEXIST, "no free temporary file name", str(target.parent))
         with os.fdopen(fd, "wb") as f:
             write(f)
         os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
+        if tmp:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
         if isinstance(exc, OSError) and exc.filename in (None, tmp, str(target)):
             raise _user_error(exc, path) from None
         raise

@@ -1,4 +1,13 @@
-"""Attachment scores: UAS, LAS, root accuracy, complete match.
+"""Scoring a system's trees against gold: what ``arboreal eval`` prints.
+
+:func:`evaluate` (also ``arboreal.evaluate``) is the one entry point, shared with the
+command: when both files hold the same sentences and words it returns the attachment
+scores below (:func:`attachment_scores`); when the tokenization or the sentence
+splitting differs (a system that read raw text), or with ``conll18=True``, it returns
+the CoNLL 2018 shared-task scores (:func:`arboreal.evaluation_ud.evaluate_ud`), in
+percentages, as ``arboreal eval --json`` prints them.
+
+Attachment scores: UAS, LAS, root accuracy, complete match.
 
 Metrics (McDonald et al. 2006, section 5.4; CoNLL 2018 for LAS), as
 percentages 0-100 over the *scored* words (all words, or all but punctuation):
@@ -24,7 +33,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Union
+from typing import NamedTuple, Optional, Union
 
 import numpy as np
 
@@ -60,8 +69,9 @@ def _universal(labels: np.ndarray) -> np.ndarray:
     return np.array(list(map(table.__getitem__, labels.tolist())), dtype=object)
 
 
-def evaluate(gold: Corpus, system: Corpus, exclude_punct: bool = False) -> dict[str, float | int]:
-    """Compare a system's trees with gold trees.
+def attachment_scores(gold: Corpus, system: Corpus,
+                      exclude_punct: bool = False) -> dict[str, float | int]:
+    """Attachment scores of a system's trees against gold trees over the same words.
 
     ``gold``, ``system``: lists of :class:`Sentence` or paths to CoNLL-U files
     (the system file may have HEAD ``_``: those words count as wrong). Both
@@ -73,7 +83,7 @@ def evaluate(gold: Corpus, system: Corpus, exclude_punct: bool = False) -> dict[
 
     Raises :class:`ArborealError` when the word sequences differ (naming the
     first differing sentence), when gold lacks heads, or when there is nothing
-    to score.
+    to score. :func:`evaluate` scores differing tokenizations instead.
     """
     g = _load(gold)
     s = _load(system)
@@ -146,8 +156,98 @@ def evaluate(gold: Corpus, system: Corpus, exclude_punct: bool = False) -> dict[
     }
 
 
+class Evaluation(NamedTuple):
+    """What :func:`compare` found.
+
+    ``conll18``: True when ``scores`` are the CoNLL 2018 shared-task scores
+    (:func:`arboreal.evaluation_ud.evaluate_ud`'s dict: fractions 0..1 and counts),
+    False when they are :func:`attachment_scores`'s dict (percentages).
+    ``tokenization_differs``: the words or sentences of the two files differ.
+    """
+
+    conll18: bool
+    tokenization_differs: bool
+    scores: dict
+
+    def as_dict(self) -> dict:
+        """The scores as ``arboreal eval --json`` prints them: the attachment scores'
+        dict, or ``{metric: {"precision", "recall", "f1", "aligned_accuracy"}}`` in
+        percentages (``aligned_accuracy`` None for Tokens, Sentences and Words)."""
+        if not self.conll18:
+            return dict(self.scores)
+        from arboreal.evaluation_ud import METRICS
+
+        return {m: {k: (None if self.scores[m][k] is None else 100.0 * self.scores[m][k])
+                    for k in ("precision", "recall", "f1", "aligned_accuracy")}
+                for m in METRICS}
+
+
+def _read(corpus: Corpus, name: Optional[str], default: str) -> tuple[list[Sentence], str]:
+    if isinstance(corpus, (str, os.PathLike)):
+        if name is None:
+            name = "<stdin>" if str(corpus) == "-" else str(corpus)
+        return _load(corpus), name
+    return list(corpus), default if name is None else name
+
+
+def compare(gold: Corpus, system: Corpus, *, exclude_punct: bool = False, conll18: bool = False,
+            gold_name: Optional[str] = None, system_name: Optional[str] = None) -> Evaluation:
+    """Score ``system`` against ``gold`` as ``arboreal eval`` does (the command calls this).
+
+    ``gold``, ``system``: paths to CoNLL-U files (``"-"``: standard input; HEAD ``_``
+    allowed, counted wrong in the system) or lists of :class:`Sentence`. When both hold
+    the same sentences and words and ``conll18`` is False: :func:`attachment_scores`
+    (``exclude_punct`` applies). Otherwise the CoNLL 2018 shared-task evaluation
+    (:func:`arboreal.evaluation_ud.evaluate_ud`: words aligned through character
+    offsets). ``gold_name``, ``system_name``: how error messages call the two inputs.
+
+    Raises :class:`ArborealError` when the two texts differ (naming the first differing
+    word when every sentence has as many words on both sides, else the first differing
+    character), with ``exclude_punct`` in the CoNLL 2018 evaluation, and as
+    :func:`attachment_scores` and :func:`~arboreal.evaluation_ud.evaluate_ud` do.
+    O(words).
+    """
+    from arboreal.evaluation_ud import TextMismatchError, evaluate_ud, same_words
+
+    g, gold_name = _read(gold, gold_name, "gold")
+    s, system_name = _read(system, system_name, "system")
+    identical = same_words(g, s)
+    if identical and not conll18:
+        return Evaluation(False, False, attachment_scores(g, s, exclude_punct=exclude_punct))
+    try:
+        scores = evaluate_ud(g, s, gold_name=gold_name, system_name=system_name)
+    except TextMismatchError:
+        if len(g) == len(s) and all(len(a) == len(b) for a, b in zip(g, s)):
+            # same sentence and word counts: naming the first differing word is clearer
+            attachment_scores(g, s)
+        raise
+    if exclude_punct:
+        why = "--conll18 was given" if identical else "the words of GOLD and SYSTEM differ"
+        raise ArborealError(f"--exclude-punct (exclude_punct) applies to the attachment scores "
+                            f"of identically tokenized files, not to the CoNLL 2018 evaluation "
+                            f"({why})")
+    return Evaluation(True, not identical, scores)
+
+
+def evaluate(gold: Corpus, system: Corpus, exclude_punct: bool = False, *,
+             conll18: bool = False) -> dict:
+    """What ``arboreal eval --json GOLD SYSTEM`` prints, as a dict.
+
+    Identically tokenized inputs (same sentences, same words) and ``conll18`` False:
+    the attachment scores, ``{"uas", "las", "las_full", "root", "complete",
+    "complete_labeled"}`` (percentages 0-100) with ``"words"`` and ``"sentences"``
+    (counts); see :func:`attachment_scores`. Otherwise (a system that tokenized raw
+    text, or ``conll18=True``): the CoNLL 2018 shared-task scores,
+    ``{metric: {"precision", "recall", "f1", "aligned_accuracy"}}`` in percentages for
+    each metric of :data:`arboreal.evaluation_ud.METRICS`. Arguments and errors: see
+    :func:`compare`. O(words).
+    """
+    return compare(gold, system, exclude_punct=exclude_punct, conll18=conll18).as_dict()
+
+
 def format_table(scores: dict[str, float | int], title: str | None = None) -> str:
-    """A readable table of :func:`evaluate`'s result, percentages with two decimals."""
+    """A readable table of :func:`attachment_scores`'s result, percentages with two
+    decimals."""
     rows = [
         ("UAS", "uas"),
         ("LAS (universal relations)", "las"),

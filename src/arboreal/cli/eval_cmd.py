@@ -41,47 +41,22 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from arboreal.errors import ArborealError
-    from arboreal.evaluation import evaluate, format_table
-    from arboreal.evaluation_ud import (
-        METRICS, TextMismatchError, evaluate_ud, format_ud_table, same_words,
-    )
-    from arboreal.io.conllu import read_conllu
+    from arboreal.evaluation import compare, format_table
+    from arboreal.evaluation_ud import format_ud_table
 
     if args.gold == "-" and args.system == "-":
         raise ArborealError("GOLD and SYSTEM cannot both be standard input")
-    gold = read_conllu(args.gold, allow_missing_heads=True)
-    system = read_conllu(args.system, allow_missing_heads=True)
-    identical = same_words(gold, system)
-    if identical and not args.conll18:
-        scores = evaluate(gold, system, exclude_punct=args.exclude_punct)
-        if args.json:
-            print(json.dumps(scores))
-        else:
-            note = " (punctuation excluded)" if args.exclude_punct else ""
-            print(format_table(scores, title=f"{args.system} against {args.gold}{note}"))
-        return 0
-
-    names = {"gold_name": "<stdin>" if args.gold == "-" else args.gold,
-             "system_name": "<stdin>" if args.system == "-" else args.system}
-    try:
-        ud = evaluate_ud(gold, system, **names)
-    except TextMismatchError:
-        if len(gold) == len(system) and all(len(a) == len(b) for a, b in zip(gold, system)):
-            # same sentence and word counts: naming the first differing word is clearer
-            evaluate(gold, system)
-        raise
-    if args.exclude_punct:
-        why = "--conll18 was given" if args.conll18 else "the words of GOLD and SYSTEM differ"
-        raise ArborealError(f"--exclude-punct applies to the attachment scores of identically "
-                            f"tokenized files, not to the CoNLL 2018 evaluation ({why})")
+    result = compare(args.gold, args.system, exclude_punct=args.exclude_punct,
+                     conll18=args.conll18)
     if args.json:
-        print(json.dumps({m: {k: (None if ud[m][k] is None else 100.0 * ud[m][k])
-                              for k in ("precision", "recall", "f1", "aligned_accuracy")}
-                          for m in METRICS}))
+        print(json.dumps(result.as_dict()))
+    elif not result.conll18:
+        note = " (punctuation excluded)" if args.exclude_punct else ""
+        print(format_table(result.scores, title=f"{args.system} against {args.gold}{note}"))
     else:
         lines = [f"{args.system} against {args.gold}"]
-        if not identical:
+        if result.tokenization_differs:
             lines.append("Tokenization differs from gold: CoNLL 2018 shared-task evaluation "
                          "(words aligned through character offsets).")
-        print(format_ud_table(ud, title="\n".join(lines)))
+        print(format_ud_table(result.scores, title="\n".join(lines)))
     return 0

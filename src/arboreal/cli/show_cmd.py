@@ -189,13 +189,13 @@ def _marginal_pictures(model, args, chosen: list) -> tuple[list, list]:
 
 
 def _note_svg(text: str) -> str:
-    from arboreal.io.svg import escape
+    from arboreal.io.svg import _FONT_FAMILY, _f, _text_width, escape
 
-    width = 20 + 7 * len(text)
+    width = _f(20 + _text_width(text, 12))
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="30" '
             f'viewBox="0 0 {width} 30" class="arboreal-note" role="img">'
             f'<text x="10" y="19" font-size="12" fill="#888888" '
-            f'font-family="sans-serif">{escape(text)}</text></svg>')
+            f'font-family="{_FONT_FAMILY}">{escape(text)}</text></svg>')
 
 
 def run(args: argparse.Namespace) -> int:

@@ -31,6 +31,15 @@ Config (all JSON values, so ``nlp.config`` stays serializable):
     lines always end a sentence); ``"none"``: the whole doc is one sentence;
     ``"auto"``: the doc's boundaries when it has some, else the model's splitter when
     the model has a tokenizer, else the whole doc.
+``noun_chunks`` (str, default ``"auto"``)
+    Which iterator gives ``doc.noun_chunks``: ``"arboreal"``: :func:`ud_noun_chunks`,
+    base noun phrases read from UD relations (what arboreal's models predict);
+    ``"spacy"``: the language's own iterator, left alone; ``"auto"``: ``"arboreal"``
+    for the languages whose spaCy iterator reads other labels
+    (:data:`NON_UD_NOUN_CHUNK_LANGUAGES`: English's reads ClearNLP labels such as
+    ``dobj`` and ``pobj``, German's TIGER labels) and for those without one, else
+    ``"spacy"``. The iterator is installed on the pipeline's vocab (docs made after the
+    component) and on every doc the component parses.
 
 What the component sets: ``token.head`` and ``token.dep_`` (the UD DEPREL as the model
 predicts it; the root's head is the token itself, spaCy's way);
@@ -45,6 +54,17 @@ Whitespace tokens (spaCy makes a token of every run of extra spaces or line brea
 the nearest word token before it (the first word of the doc for leading whitespace), so
 it ends the sentence before it rather than starting the next; its tags are left alone.
 A doc with no word token at all is left unparsed.
+
+Scoring: :meth:`ArborealParser.score` (what ``nlp.evaluate`` calls) reports what spaCy's
+own parser, tagger, morphologizer and lemmatizer report, with spaCy's own
+:class:`spacy.scorer.Scorer` helpers: ``dep_uas``, ``dep_las``, ``dep_las_per_type``
+(relations compared lowercased and in full, ``nmod:poss`` is not ``nmod``; ``p`` and
+``punct`` are not scored, spaCy's convention, unlike ``arboreal eval``:
+``nlp.evaluate(examples, scorer_cfg={"ignore_labels": ()})`` scores them),
+``sents_p``, ``sents_r``, ``sents_f``, and ``pos_acc``, ``tag_acc``, ``morph_acc``,
+``lemma_acc`` for the columns the model's tagger predicts. Tokens are aligned to the
+reference's as spaCy aligns them (``Example.alignment``): a token that is not one
+reference word counts as wrong.
 
 Batching: :meth:`ArborealParser.pipe` (what ``nlp.pipe`` calls) parses every sentence
 of ``batch_size`` docs in one ``model.parse`` call; ``nlp(text)`` parses one doc.
@@ -74,10 +94,25 @@ from spacy.parts_of_speech import IDS as _POS_IDS  # noqa: E402
 from spacy.tokens import Doc  # noqa: E402
 from spacy.util import minibatch  # noqa: E402
 
-__all__ = ["ArborealParser", "make_arboreal", "SENTENCE_MODES", "MODEL_FILE"]
+__all__ = ["ArborealParser", "make_arboreal", "ud_noun_chunks", "SENTENCE_MODES",
+           "NOUN_CHUNK_MODES", "NON_UD_NOUN_CHUNK_LANGUAGES", "MODEL_FILE"]
 
 #: the values of the ``use_sentences`` setting
 SENTENCE_MODES = ("auto", "doc", "model", "none")
+#: the values of the ``noun_chunks`` setting
+NOUN_CHUNK_MODES = ("auto", "arboreal", "spacy")
+#: languages whose spaCy noun-chunk iterator reads labels other than UD's (English:
+#: ClearNLP's ``dobj``, ``pobj``, ``attr``...; German: TIGER's ``sb``, ``oa``...;
+#: Persian: ClearNLP's), so that ``noun_chunks="auto"`` replaces it
+NON_UD_NOUN_CHUNK_LANGUAGES = frozenset(("de", "en", "fa"))
+#: relations (universal part) of a nominal that heads a base noun phrase
+_CHUNK_RELATIONS = frozenset(("nsubj", "obj", "iobj", "obl", "nmod", "appos", "root",
+                              "vocative", "dislocated", "expl"))
+#: relations (universal part) of the left dependents that belong to a base noun phrase
+#: (a determiner, an adjective, a number, a compound, a possessor...); the others
+#: (case, cc, punct, cop, a subject left of a nominal predicate...) do not
+_CHUNK_INSIDE = frozenset(("det", "amod", "nummod", "compound", "nmod", "flat", "fixed",
+                           "clf", "acl"))
 #: the model file's name in the folder written by :meth:`ArborealParser.to_disk`
 MODEL_FILE = "model.npz"
 #: dependency label of whitespace tokens
@@ -115,6 +150,55 @@ def _set_morph(token, value: str) -> None:
 _TAG_WRITERS = {"upos": _set_pos, "xpos": _set_tag, "lemmas": _set_lemma, "feats": _set_morph}
 
 
+def _relation(token) -> str:
+    return token.dep_.split(":", 1)[0].lower()
+
+
+def ud_noun_chunks(doclike) -> Iterator[Tuple[int, int, int]]:
+    """Base noun phrases of a doc (or span) parsed with UD relations, as spaCy's
+    noun-chunk iterators yield them: ``(start, end, label)`` token offsets, label
+    ``NP``; install with ``nlp.vocab.get_noun_chunks = ud_noun_chunks`` (the component
+    does it, see ``noun_chunks`` in the module docstring).
+
+    A chunk is a noun, proper noun or pronoun whose relation is nominal
+    (``nsubj``, ``obj``, ``iobj``, ``obl``, ``nmod`` but not ``nmod:poss``, ``appos``,
+    ``root``, ``vocative``, ``dislocated``, ``expl``, with any subtype), or one
+    coordinated (``conj``) with such a word, together with its left dependents that
+    belong to the noun phrase (``det``, ``amod``, ``nummod``, ``compound``,
+    ``nmod`` (a possessor), ``flat``, ``fixed``, ``clf``, ``acl``) and their subtrees;
+    the chunk ends at the noun (no right modifiers: base noun phrases, as spaCy's
+    English iterator). UD attaches prepositions to the noun (``case``), so "on the
+    mat" gives the chunk "the mat". Chunks do not nest: a word whose chunk would reach
+    into the previous chunk gives none. ValueError (spaCy's E029) for a doc without
+    dependency annotation. O(tokens + their left children).
+    """
+    from spacy.errors import Errors
+    from spacy.symbols import NOUN, PRON, PROPN
+
+    doc = doclike.doc
+    if not doc.has_annotation("DEP"):
+        raise ValueError(Errors.E029)
+    label = doc.vocab.strings.add("NP")
+    poss = "nmod:poss"
+    prev_end = -1
+    for word in doclike:
+        if word.pos not in (NOUN, PROPN, PRON):
+            continue
+        head = word
+        while _relation(head) == "conj" and head.head.i < head.i:
+            head = head.head
+        if _relation(head) not in _CHUNK_RELATIONS or head.dep_.lower().startswith(poss):
+            continue
+        start = word.i
+        for child in word.lefts:
+            if _relation(child) in _CHUNK_INSIDE:
+                start = min(start, child.left_edge.i)
+        if start <= prev_end:
+            continue
+        prev_end = word.i
+        yield start, word.i + 1, label
+
+
 class ArborealParser:
     """The spaCy pipeline component (see the module docstring for the settings).
 
@@ -124,13 +208,23 @@ class ArborealParser:
 
     def __init__(self, nlp: Optional[Language] = None, name: str = "arboreal",
                  model: Any = None, *, overwrite_tags: bool = False,
-                 use_sentences: str = "auto") -> None:
+                 use_sentences: str = "auto", noun_chunks: str = "auto") -> None:
         if use_sentences not in SENTENCE_MODES:
             raise ArborealError(f"use_sentences must be one of {', '.join(SENTENCE_MODES)}, "
                                 f"not {use_sentences!r}")
+        if noun_chunks not in NOUN_CHUNK_MODES:
+            raise ArborealError(f"noun_chunks must be one of {', '.join(NOUN_CHUNK_MODES)}, "
+                                f"not {noun_chunks!r}")
         self.name = name
         self.overwrite_tags = bool(overwrite_tags)
         self.use_sentences = use_sentences
+        self.noun_chunks = noun_chunks
+        self._chunker: Optional[Callable] = None
+        if noun_chunks == "arboreal" or (noun_chunks == "auto" and nlp is not None and (
+                nlp.lang in NON_UD_NOUN_CHUNK_LANGUAGES or nlp.vocab.get_noun_chunks is None)):
+            self._chunker = ud_noun_chunks
+            if nlp is not None:
+                nlp.vocab.get_noun_chunks = ud_noun_chunks
         self._model = None
         self._model_path: Optional[str] = None
         if model is not None and hasattr(model, "parse"):
@@ -310,6 +404,48 @@ class ArborealParser:
         array[:, 0] = (heads - np.arange(n, dtype=np.int64)).astype(np.uint64)
         array[:, 1] = [strings.add(x) for x in labels]
         doc.from_array([HEAD, DEP], array)
+        if self._chunker is not None:
+            doc.noun_chunks_iterator = self._chunker
+
+    # ------------------------------------------------------------------ scoring
+    def score(self, examples: Iterable, **kwargs: Any) -> dict:
+        """Scores of ``examples`` (spaCy ``Example``s: the parsed ``predicted`` docs
+        against the ``reference`` docs), what ``nlp.evaluate`` reports for this
+        component: ``dep_uas``, ``dep_las``, ``dep_las_per_type``, ``sents_p``,
+        ``sents_r``, ``sents_f``, and ``pos_acc``, ``tag_acc``, ``morph_acc``,
+        ``lemma_acc`` for the columns the model's tagger predicts (all of them before
+        the model is loaded). Computed by spaCy's :class:`spacy.scorer.Scorer` as for
+        spaCy's own components (see the module docstring); ``kwargs`` (the
+        ``scorer_cfg`` of ``nlp.evaluate``) go to its helpers, e.g.
+        ``ignore_labels=()`` to score punctuation. Fractions 0..1, None for a score
+        with nothing to count. O(tokens)."""
+        from spacy.scorer import Scorer
+        from spacy.training import validate_examples
+
+        examples = list(examples)
+        validate_examples(examples, "ArborealParser.score")
+        results: dict = {}
+        results.update(Scorer.score_spans(
+            examples, "sents", has_annotation=lambda doc: doc.has_annotation("SENT_START"),
+            **kwargs))
+        results.pop("sents_per_type", None)
+        if self._model is None:
+            columns = set(_TAG_WRITERS)
+        else:
+            tagger = getattr(self._model, "tagger", None)
+            columns = set(tagger.columns) if tagger is not None else set()
+        plain = {k: v for k, v in kwargs.items() if k != "getter"}
+        for attr, name in (("upos", "pos"), ("xpos", "tag"), ("lemmas", "lemma")):
+            if attr in columns:
+                results.update(Scorer.score_token_attr(examples, name, **plain))
+        if "feats" in columns:
+            results.update(Scorer.score_token_attr(
+                examples, "morph", getter=lambda token, attr: getattr(token, attr).key,
+                **plain))
+        kwargs.setdefault("getter", _dep_getter)
+        kwargs.setdefault("ignore_labels", ("p", "punct"))
+        results.update(Scorer.score_deps(examples, "dep", **kwargs))
+        return results
 
     # ------------------------------------------------------------------ serialization
     def _model_bytes(self) -> bytes:
@@ -357,6 +493,11 @@ class ArborealParser:
         return self
 
 
+def _dep_getter(token, attr: str) -> str:
+    """A token's relation for scoring, lowercased (spaCy's root is ``ROOT``, UD's ``root``)."""
+    return token.vocab.strings.as_string(getattr(token, attr)).lower()
+
+
 def _unset(token, attr: str) -> bool:
     if attr == "upos":
         return not token.pos
@@ -369,12 +510,13 @@ def _unset(token, attr: str) -> bool:
 
 @Language.factory(
     "arboreal",
-    default_config={"model": None, "overwrite_tags": False, "use_sentences": "auto"},
+    default_config={"model": None, "overwrite_tags": False, "use_sentences": "auto",
+                    "noun_chunks": "auto"},
     assigns=["token.head", "token.dep", "token.is_sent_start", "doc.sents", "token.pos",
              "token.tag", "token.lemma", "token.morph"],
 )
 def make_arboreal(nlp: Language, name: str, model: Optional[str], overwrite_tags: bool,
-                  use_sentences: str) -> ArborealParser:
+                  use_sentences: str, noun_chunks: str = "auto") -> ArborealParser:
     """The spaCy factory ``"arboreal"`` (see the module docstring for the config)."""
     return ArborealParser(nlp, name, model, overwrite_tags=overwrite_tags,
-                          use_sentences=use_sentences)
+                          use_sentences=use_sentences, noun_chunks=noun_chunks)

@@ -515,6 +515,34 @@ def test_pruning_is_chosen_to_keep_the_target_share_of_dev_heads(sample):
             Parser.train(train[:20], order=2, epochs=1, pruner_epochs=1, **bad, **SMALL)
 
 
+def test_without_dev_the_pruning_is_chosen_on_held_out_training_sentences(sample):
+    """No dev data: the pruner is trained on nine tenths of the training sentences and its
+    pruning chosen on the other tenth, which it never saw (a pruner judged on its own
+    training sentences claims nearly every gold head at any pruning); the choice says so,
+    and what it claims is what the model's pruning keeps on those sentences."""
+    from arboreal.learn.trainer import held_out_split
+    from arboreal.models.higher_order import HELD_OUT
+
+    train, _ = sample
+    part = train[:150]
+    model = Parser.train(part, order=2, epochs=1, pruner_epochs=2, **SMALL)
+    choice = model.meta["training"]["higher_order"]["temperature_choice"]
+    assert choice["on"] == HELD_OUT
+    held, rest = held_out_split(len(part), 0)
+    # (the choice's figures leave out one-word sentences, which have nothing to prune)
+    kept, per_word = model.pruning_recall([part[i] for i in held if len(part[i]) > 1])
+    assert kept == pytest.approx(choice["gold_heads_kept"])
+    assert per_word == pytest.approx(choice["kept_heads_per_word"])
+    # the pruner did not train on the held-out sentences: it is the pruner of the rest
+    encs = model.features.encode(part)
+    heads = [np.asarray(s.heads, dtype=np.int64) for s in part]
+    alone = HigherOrder.train(model.features, [encs[i] for i in rest], [heads[i] for i in rest],
+                              parse_parts(2, None), 2, 0, True, True,
+                              prune_temperature=choice["temperature"],
+                              max_heads=choice["max_heads"])
+    assert np.array_equal(model.higher_order.prune_weights, alone.prune_weights)
+
+
 def test_parse_pruning_is_chosen_apart_after_the_training_masks(sample):
     """``parse_prune_recall``: the training masks keep what ``prune_recall`` chooses; the
     model then prunes for parsing (and for the dev scores of its epochs) with the pair

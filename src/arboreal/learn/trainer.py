@@ -26,6 +26,15 @@ from typing import Any, Callable, Protocol
 import numpy as np
 
 
+def held_out_split(n: int, seed: int) -> tuple[list[int], list[int]]:
+    """(held-out, rest): a seeded random tenth of n items (at least one, all but one at
+    most) and the others, each in their original order: data to tune on when there is
+    no dev set."""
+    perm = np.random.default_rng(seed).permutation(n)
+    k = min(max(1, n // 10), n - 1)
+    return sorted(perm[:k].tolist()), sorted(perm[k:].tolist())
+
+
 class EpochLearner(Protocol):
     """What :class:`Trainer` trains."""
 

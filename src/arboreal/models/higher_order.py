@@ -93,11 +93,14 @@ TEMPERATURES = (5.0, 10.0, 20.0, 30.0, 50.0, 80.0, 120.0, 200.0, 400.0, 1000.0)
 #: gold head below the tenth candidate for a few percent of the words, which no
 #: temperature repairs at K = 10.
 HEAD_LIMITS = (10, 12, 14, 16, 20, 25, 30, 40)
-#: sentences the temperature is chosen on, at most; without dev data they are the
-#: first training sentences of at most TEMPERATURE_MAX_WORDS words (a longer one would
-#: cost O(n^3) marginals per temperature tried, for a choice about typical sentences)
+#: sentences the temperature is chosen on, at most; without dev data they are a
+#: held-out tenth of the training sentences (the pruner is trained on the rest), those of
+#: at most TEMPERATURE_MAX_WORDS words (a longer one would cost O(n^3) marginals per
+#: temperature tried, for a choice about typical sentences)
 TEMPERATURE_SENTENCES = 3000
 TEMPERATURE_MAX_WORDS = 200
+#: where the pruning is chosen without dev data (model metadata and messages)
+HELD_OUT = "held-out train"
 PRUNE_BATCH = 64   # sentences of similar length per batched marginals / Eisner call
 PRUNE_CELLS = 1 << 22   # at most this many padded (n+1)^2 cells per batch
 
@@ -211,6 +214,9 @@ class HigherOrder:
         #: the :meth:`pruning_table` of the whole grid on the tuning data, when training
         #: made one (None: given pruning, or a loaded model)
         self.tuning_table: list[dict] | None = None
+        #: (encoded sentences, gold heads, what they are) the pruning was chosen on, after
+        #: training (not saved)
+        self.tuning_set: tuple | None = None
 
     @property
     def kinds(self) -> tuple[str, ...]:
@@ -461,13 +467,15 @@ class HigherOrder:
         ``log(epoch, seconds)`` after each pruner epoch. The ``prune_temperature`` and
         ``max_heads`` not given are chosen (:meth:`choose_pruning`) to keep
         ``prune_recall`` of the gold heads of ``tune_on`` (encoded sentences, gold
-        heads: the dev data), else of the first TEMPERATURE_SENTENCES training
-        sentences of at most TEMPERATURE_MAX_WORDS words, with the fewest candidate
-        heads; the choice is in
-        ``temperature_choice``."""
+        heads: the dev data), with the fewest candidate heads; without dev data, of a
+        seeded held-out tenth of the training sentences, the pruner then being trained
+        on the other nine tenths (a pruner judged on its own training sentences keeps
+        nearly every gold head there at any pruning, and prunes far too hard on new
+        text). The choice is in ``temperature_choice``, its data in ``tuning_set``."""
         import time
 
         from arboreal.learn import TrainingData, get_learner
+        from arboreal.learn.trainer import held_out_split
 
         if grand_scope not in GRAND_SCOPES:
             raise ValueError(f"grand_scope must be one of {', '.join(GRAND_SCOPES)}, "
@@ -485,8 +493,22 @@ class HigherOrder:
 
         if not 0.0 < prune_recall <= 1.0:
             raise ValueError("prune_recall must lie in (0, 1]")
+        tuned_on = "dev"
+        train_encs, train_golds = encs, golds
+        choose = prune_temperature is None or max_heads is None
+        if choose and (tune_on is None or not tune_on[0]) and len(encs) >= 2:
+            held, rest = held_out_split(len(encs), seed)
+            held = [i for i in held if encs[i].n <= TEMPERATURE_MAX_WORDS][:TEMPERATURE_SENTENCES]
+            if held:
+                tune_on = ([encs[i] for i in held], [golds[i] for i in held])
+                train_encs = [encs[i] for i in rest]
+                train_golds = [golds[i] for i in rest]
+                tuned_on = HELD_OUT
+        if tune_on is None or not tune_on[0]:      # one training sentence: tune on it
+            tune_on, tuned_on = cls.tuning_data(encs, golds, None), "train"
         w = get_learner("perceptron").fit(
-            TrainingData(features, encs, golds, projective=True, single_root=single_root),
+            TrainingData(features, train_encs, train_golds, projective=True,
+                         single_root=single_root),
             epochs, on_epoch=pruner_epoch, seed=seed)
         ho = cls(features, parts, w, projective=projective, single_root=single_root,
                  max_heads=HEAD_LIMITS[0] if max_heads is None else max_heads,
@@ -494,15 +516,13 @@ class HigherOrder:
                  prune_temperature=(TEMPERATURES[0] if prune_temperature is None
                                     else prune_temperature),
                  memory_budget=memory_budget)
+        ho.tuning_set = (tune_on[0], tune_on[1], tuned_on)
         if prune_temperature is None or max_heads is None:
-            data = cls.tuning_data(encs, golds, tune_on)
             table = ho.pruning_table(
-                *data, TEMPERATURES if prune_temperature is None else (prune_temperature,),
+                *tune_on, TEMPERATURES if prune_temperature is None else (prune_temperature,),
                 HEAD_LIMITS if max_heads is None else (max_heads,))
             choice = ho.use_pruning(ho.choose_pruning(table, prune_recall))
-            ho.temperature_choice = {**choice,
-                                     "target": prune_recall,
-                                     "on": "dev" if data is tune_on else "train"}
+            ho.temperature_choice = {**choice, "target": prune_recall, "on": tuned_on}
             if prune_temperature is None and max_heads is None:
                 ho.tuning_table = table
         return ho

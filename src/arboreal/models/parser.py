@@ -25,6 +25,7 @@ from arboreal.features.higher_order import CLUSTER_PART_TEMPLATES, DEFAULT_PART_
 from arboreal.features.hashing import as_aligned
 from arboreal.inference.structure import TreeStructure
 from arboreal.learn import DEFAULT_LEARNER, TrainingData, get_learner
+from arboreal.learn.trainer import held_out_split
 from arboreal.models.analysis import analyze, arc_marginals, score_matrices
 from arboreal.models.higher_order import (OPTIONS as HIGHER_ORDER_OPTIONS, HigherOrder,
                                           default_pruner_epochs, parse_parts)
@@ -134,11 +135,11 @@ def _train_higher_order(fs: FeatureSet, enc: list, heads: list, arc_heads: list,
     if parse_recall is not None:
         # the training masks above keep many competitors of the gold arcs for the
         # learner; parsing (and the dev scores of the epochs) may prune harder
-        data = HigherOrder.tuning_data(enc, heads, tune_on)
-        table = ho.tuning_table if ho.tuning_table is not None else ho.pruning_table(*data)
+        t_encs, t_golds, tuned_on = ho.tuning_set
+        table = ho.tuning_table if ho.tuning_table is not None else ho.pruning_table(t_encs,
+                                                                                     t_golds)
         choice = ho.use_pruning(ho.choose_pruning(table, parse_recall))
-        pruning["parse_choice"] = {**choice, "target": parse_recall,
-                                   "on": "dev" if data is tune_on else "train"}
+        pruning["parse_choice"] = {**choice, "target": parse_recall, "on": tuned_on}
 
     def decode(i: int, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
         arc = None if bias is None else ho.features.arc_scores(fit_enc[i], w) + bias
@@ -155,14 +156,6 @@ def _train_higher_order(fs: FeatureSet, enc: list, heads: list, arc_heads: list,
             return index
 
     return ho, fit, fit_enc, [arc_heads[i] for i in fit], decode, part_index, pruning
-
-
-def _held_out_split(n: int, seed: int) -> tuple[list[int], list[int]]:
-    """(held-out, rest): a seeded random tenth of n training sentences (at least one,
-    all but one at most) and the others, each in their original order."""
-    perm = np.random.default_rng(seed).permutation(n)
-    k = min(max(1, n // 10), n - 1)
-    return sorted(perm[:k].tolist()), sorted(perm[k:].tolist())
 
 
 def _tag_values(column: str, sentence, values: np.ndarray) -> np.ndarray:
@@ -597,7 +590,7 @@ class Parser(PipelineMixin):
                 select_data = data
                 if dev_enc is None:
                     select_on = "a held-out tenth of the training data"
-                    held, rest = _held_out_split(len(data_enc), seed)
+                    held, rest = held_out_split(len(data_enc), seed)
                     dev = [train_sentences[data_rows[i]] for i in held]
                     dev_enc = [data_enc[i] for i in held]
                     if kinds:

@@ -67,6 +67,13 @@ class Scorer(Protocol):
     def put(self, meta: dict, arrays: dict) -> None: ...
 
 
+def register_scorer(kind: str, cls) -> None:
+    """Make model files whose ``scorer`` is ``kind`` load with ``cls`` (a class, or its
+    ``"module:Class"`` path), so that a scorer defined outside arboreal is one module:
+    it registers itself when imported."""
+    SCORERS[kind] = cls if isinstance(cls, str) else f"{cls.__module__}:{cls.__qualname__}"
+
+
 def scorer_class(kind: str):
     """The class of scorer ``kind`` (ValueError naming the kinds otherwise)."""
     if kind not in SCORERS:

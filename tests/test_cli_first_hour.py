@@ -187,6 +187,7 @@ def test_sniffing_standard_input_reads_only_its_first_lines():
     assert sniff(io.BytesIO(b"# only comments\n\n"))[0] == CONLLU
     assert sniff(io.BytesIO(b"# A heading\nThen prose.\n"))[:2] == (TEXT, 2)
     assert sniff(io.BytesIO(b"1-2\tdu\t_\n"))[:2] == (CONLLU, 1)
+    assert sniff(io.BytesIO(b"\xef\xbb\xbf# sent_id = 1\n1\tA\n"))[:2] == (CONLLU, 2)
 
 
 @pytest.mark.parametrize("case", ["text read as conllu", "conllu read as text",

@@ -23,6 +23,7 @@ MODEL_FILE = "this is an arboreal model file (a zip archive), not a CoNLL-U tree
 #: bytes looked at before deciding when every line so far is a comment or blank
 SNIFF_BYTES = 1 << 16
 _TOKEN_LINE = re.compile(rb"[0-9]+(?:[-.][0-9]+)?\t")
+_BOM = b"\xef\xbb\xbf"
 
 CONLLU, TEXT, MODEL = "conllu", "text", "model"
 
@@ -34,6 +35,8 @@ def classify(head: bytes) -> tuple[str, int, bytes | None]:
     no line did). O(len(head))."""
     if head.startswith(ZIP_MAGIC):
         return MODEL, 1, None
+    if head.startswith(_BOM):   # as the CoNLL-U reader skips it
+        head = head[len(_BOM):]
     for number, line in enumerate(head.split(b"\n"), start=1):
         stripped = line.strip()
         if not stripped or stripped.startswith(b"#"):
@@ -62,8 +65,11 @@ def _head(stream, limit: int = SNIFF_BYTES) -> bytes:
             break
         chunks.append(line)
         size += len(line)
-        if len(chunks) == 1 and line.startswith(ZIP_MAGIC):
-            break
+        if len(chunks) == 1:
+            if line.startswith(ZIP_MAGIC):
+                break
+            if line.startswith(_BOM):
+                line = line[len(_BOM):]
         stripped = line.strip()
         if stripped and not stripped.startswith(b"#"):
             break

@@ -25,6 +25,8 @@ from arboreal._atomic import Terminated
 from arboreal.cli import _logging
 from arboreal.errors import ArborealError
 
+_log = logging.getLogger(__name__)
+
 #: subcommand modules, in the order ``arboreal --help`` lists them
 SUBCOMMANDS = ("train", "parse", "tag", "eval", "show", "serve", "clusters", "lexicon", "warmup",
                "stats", "validate", "projectivize")
@@ -94,9 +96,6 @@ def parse_arguments(argv: list[str]) -> argparse.Namespace:
     if args.quiet and args.verbose:
         command.error("--quiet and --verbose exclude each other")
     return args
-
-
-_log = logging.getLogger(__name__)
 
 
 def _on_sigterm(signum, frame) -> None:

@@ -9,8 +9,10 @@ for containers and shared installations.
 from __future__ import annotations
 
 import importlib
+import logging
 import os
-import sys
+
+_log = logging.getLogger(__name__)
 
 #: kernels every parse runs (module, function), a decoder among alternatives (a model
 #: decodes with one of them only): if one has no cache index, the run is a first run
@@ -43,18 +45,23 @@ def kernels_cached(probes=_PROBES) -> bool:
     return True
 
 
-def notice_if_compiling(quiet: bool = False, probes=None, what: str = "") -> None:
-    """Print one line to stderr when the kernels are about to be compiled: the parsing
-    kernels, or with ``probes`` (see :func:`kernels_cached`) those ``what`` names."""
-    if quiet:
-        return
+def notice_if_compiling(quiet: bool = False, probes=None, what: str = "") -> bool:
+    """Log one line (INFO, logger ``arboreal._compile``) when the kernels are about to
+    be compiled: the parsing kernels (``what``: the ones a command compiles, e.g.
+    "training and parsing"), or with ``probes`` (see :func:`kernels_cached`) those
+    ``what`` names. Whether the notice was given (never with ``quiet``)."""
+    if quiet or not _log.isEnabledFor(logging.INFO):
+        return False
     if probes is None:
-        if not kernels_cached():
-            print("arboreal: compiling the parsing kernels for this machine (first use only; "
-                  "'arboreal warmup' does it ahead of time)", file=sys.stderr, flush=True)
-    elif not kernels_cached(probes):
-        print(f"arboreal: compiling the {what} kernels for this machine (first use only)",
-              file=sys.stderr, flush=True)
+        if kernels_cached():
+            return False
+        _log.info("arboreal: compiling the %s kernels for this machine (first use only, "
+                  "a few minutes; 'arboreal warmup' does it ahead of time)", what or "parsing")
+    else:
+        if kernels_cached(probes):
+            return False
+        _log.info("arboreal: compiling the %s kernels for this machine (first use only)", what)
+    return True
 
 
 _NOUNS = ("dog", "cat", "bird", "child", "teacher", "farmer")

@@ -49,7 +49,7 @@ Errors, as UDPipe's servers answer them: a ``text/plain`` message with status 40
 (missing ``data``, unknown model or format, a step the model lacks, malformed
 input, text or parameters that are not UTF-8, an unsupported body type), 404 (an
 unknown URL), 405 (a method other than GET, HEAD and POST), 413 (a body over the
-size limit) and 500 (a bug; the traceback goes to the server's standard error).
+size limit) and 500 (a bug; the traceback is logged, on the server's standard error).
 Every answer carries ``Access-Control-Allow-Origin: *`` as UDPipe's do.
 
 Each model is guarded by a lock: a model keeps counters and caches while it
@@ -63,13 +63,12 @@ import base64
 import email.message
 import io
 import json
+import logging
 import quopri
 import re
 import signal
-import sys
 import threading
 import time
-import traceback
 import unicodedata
 import urllib.parse
 from dataclasses import dataclass, field
@@ -562,10 +561,9 @@ def make_app(models: dict[str, object], default_model: str | None = None,
             return _plain(start_response, "500 Internal Server Error",
                           "Out of memory while processing the request.\n")
         except Exception:
-            print("arboreal: internal error while serving "
-                  f"{environ.get('REQUEST_METHOD')} {environ.get('PATH_INFO')}:",
-                  file=sys.stderr)
-            traceback.print_exc(file=sys.stderr)
+            logging.getLogger(__name__).error(
+                "internal error while serving %s %s:", environ.get("REQUEST_METHOD"),
+                environ.get("PATH_INFO"), exc_info=True)
             return _plain(start_response, "500 Internal Server Error",
                           "An internal error occurred during processing.\n")
 

@@ -4,6 +4,7 @@ then the command's own stage). Their compile notice is
 :func:`arboreal._compile.notice_if_compiling` with their kernels as probes."""
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from contextlib import contextmanager
@@ -32,6 +33,38 @@ def check_sources(corpus: list[str]) -> None:
             raise OSError(2, "no such file", source)
     if corpus.count("-") > 1:
         raise ArborealError("standard input ('-') can be read only once")
+
+
+#: --input of the corpus commands, before the format list
+AUTO_HELP = ("auto (default): conllu if the first line of each file that is not a comment "
+             "starts with a word ID and a tab, else tokenized; ")
+
+
+def resolve_corpus(corpus: list[str], input_format: str) -> tuple[list, str]:
+    """``(sources, input format)`` of corpus files given ``--input``: for ``auto``,
+    conllu if every file looks like CoNLL-U, tokenized if none does (see
+    :mod:`arboreal.io.sniff`; standard input is replaced by a stream that replays the
+    lines looked at). FormatError for a model file; ArborealError for files of both
+    kinds."""
+    from arboreal.errors import FormatError
+    from arboreal.io.sniff import CONLLU, MODEL, MODEL_FILE, TEXT, sniff
+
+    if input_format != "auto":
+        return corpus, input_format
+    sources, kinds = [], {}
+    for path in corpus:
+        name = "<stdin>" if path == "-" else path
+        kind, _, _, source = sniff(path, name)
+        if kind == MODEL:
+            raise FormatError(name, None, MODEL_FILE.replace("treebank", "corpus"))
+        sources.append(source)
+        kinds.setdefault(kind, name)
+    if len(kinds) > 1:
+        raise ArborealError(f"{kinds[CONLLU]} is CoNLL-U and {kinds[TEXT]} is not "
+                            "(--input auto): give --input conllu, tokenized or text")
+    fmt = "conllu" if CONLLU in kinds else "tokenized"
+    logging.getLogger(__name__).debug("corpus: %s (--input auto)", fmt)
+    return sources, fmt
 
 
 @contextmanager

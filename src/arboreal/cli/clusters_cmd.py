@@ -1,12 +1,15 @@
 """``arboreal clusters``: Brown word clusters from unlabeled text, in wcluster's paths format."""
 from __future__ import annotations
 
-import sys
+import logging
 import time
 
 from arboreal.cli._args import int_in
+from arboreal.cli._logging import is_terminal
 from arboreal._compile import notice_if_compiling
-from arboreal.cli._corpus import check_output, check_sources, stage_bar, token_bar
+from arboreal.cli._corpus import (
+    AUTO_HELP, check_output, check_sources, resolve_corpus, stage_bar, token_bar,
+)
 
 
 def add_parser(subparsers) -> None:
@@ -30,8 +33,9 @@ def add_parser(subparsers) -> None:
                    help="corpus files, read in turn ('-' for standard input)")
     p.add_argument("-o", "--output", metavar="PATHS", required=True,
                    help="output paths file, written atomically ('-' for standard output)")
-    p.add_argument("--input", dest="input_format", choices=CORPUS_FORMATS, default="tokenized",
-                   help="tokenized (default): one sentence per line, tokens separated by "
+    p.add_argument("--input", dest="input_format", choices=("auto", *CORPUS_FORMATS),
+                   default="auto",
+                   help=AUTO_HELP + "tokenized: one sentence per line, tokens separated by "
                         "whitespace; text: raw text, each line split into tokens by a fixed "
                         "rule (runs of letters and digits, possibly joined by inner - ' . or "
                         ", as in e-mail, don't, 3.14; any other non-space character alone), "
@@ -58,18 +62,18 @@ def run(args) -> int:
 
     check_output(args.output)
     check_sources(args.corpus)
-    show = not args.quiet and sys.stderr.isatty()
+    sources, input_format = resolve_corpus(args.corpus, args.input_format)
+    show = not args.quiet and is_terminal()
     start = time.perf_counter()
     notice_if_compiling(args.quiet, (_run, _hash_tokens), "clustering")
     with token_bar(show) as counted:
-        counts = count_corpus(args.corpus, args.input_format, progress=counted)
+        counts = count_corpus(sources, input_format, progress=counted)
     with stage_bar(show, " merges", "clustering") as merged:
         clusters = brown_clusters(counts, args.clusters, args.min_count, progress=merged)
     write_paths(clusters, args.output)
-    if not args.quiet:
-        print(f"arboreal: clusters: {counts.tokens:,} tokens, {len(counts.words):,} words, "
-              f"{len(clusters):,} clustered (--min-count {args.min_count}) into "
-              f"{clusters.n_clusters} cluster{'s' if clusters.n_clusters != 1 else ''}, "
-              f"AMI {clusters.ami:.4f} bits, "
-              f"{time.perf_counter() - start:.1f} s", file=sys.stderr)
+    logging.getLogger(__name__).info(
+        f"arboreal: clusters: {counts.tokens:,} tokens, {len(counts.words):,} words, "
+        f"{len(clusters):,} clustered (--min-count {args.min_count}) into "
+        f"{clusters.n_clusters} cluster{'s' if clusters.n_clusters != 1 else ''}, "
+        f"AMI {clusters.ami:.4f} bits, {time.perf_counter() - start:.1f} s")
     return 0

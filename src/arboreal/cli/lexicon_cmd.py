@@ -2,12 +2,15 @@
 text, for parser features (Wang, Cherry, Lizotte & Schuurmans 2006)."""
 from __future__ import annotations
 
-import sys
+import logging
 import time
 
 from arboreal.cli._args import int_in
+from arboreal.cli._logging import is_terminal
 from arboreal._compile import notice_if_compiling
-from arboreal.cli._corpus import check_output, check_sources, stage_bar, token_bar
+from arboreal.cli._corpus import (
+    AUTO_HELP, check_output, check_sources, resolve_corpus, stage_bar, token_bar,
+)
 from arboreal.errors import ArborealError
 
 
@@ -31,8 +34,9 @@ def add_parser(subparsers) -> None:
                    help="corpus files, read in turn ('-' for standard input)")
     p.add_argument("-o", "--output", metavar="LEX", required=True,
                    help="output lexicon file (.npz), written atomically")
-    p.add_argument("--input", dest="input_format", choices=CORPUS_FORMATS, default="tokenized",
-                   help="tokenized (default): one sentence per line, tokens separated by "
+    p.add_argument("--input", dest="input_format", choices=("auto", *CORPUS_FORMATS),
+                   default="auto",
+                   help=AUTO_HELP + "tokenized: one sentence per line, tokens separated by "
                         "whitespace; text: raw text, each line split into tokens by a fixed "
                         "rule (as arboreal clusters --input text); conllu: the FORM column of "
                         "CoNLL-U (HEAD may be '_'). Pairs are counted within a line (a "
@@ -69,22 +73,23 @@ def run(args) -> int:
 
     _check_output(args.output)
     check_sources(args.corpus)
-    show = not args.quiet and sys.stderr.isatty()
+    sources, input_format = resolve_corpus(args.corpus, args.input_format)
+    show = not args.quiet and is_terminal()
     start = time.perf_counter()
     notice_if_compiling(args.quiet, (_hash_tokens, _merge_sorted), "counting")
     with token_bar(show) as counted:
-        counts = count_cooccurrences(args.corpus, args.input_format, args.window,
+        counts = count_cooccurrences(sources, input_format, args.window,
                                      progress=counted)
     with stage_bar(show, " words", "similar words") as compared:
         lexicon = build_lexicon(counts, args.min_count, args.min_pair_count, args.neighbours,
                                 args.similar_words, progress=compared)
     del counts
     lexicon.save(args.output)
-    if not args.quiet:
-        rows = lexicon.nb_indptr.size - 1
-        print(f"arboreal: lexicon: {lexicon.tokens:,} tokens, {len(lexicon):,} words "
-              f"(--min-count {args.min_count}), {lexicon.pair_keys.size:,} pairs "
-              f"(--window {args.window}, --min-pair-count {args.min_pair_count}), "
-              f"{lexicon.nb_indices.size:,} neighbours of {rows:,} words, "
-              f"{time.perf_counter() - start:.1f} s", file=sys.stderr)
+    rows = lexicon.nb_indptr.size - 1
+    logging.getLogger(__name__).info(
+        f"arboreal: lexicon: {lexicon.tokens:,} tokens, {len(lexicon):,} words "
+        f"(--min-count {args.min_count}), {lexicon.pair_keys.size:,} pairs "
+        f"(--window {args.window}, --min-pair-count {args.min_pair_count}), "
+        f"{lexicon.nb_indices.size:,} neighbours of {rows:,} words, "
+        f"{time.perf_counter() - start:.1f} s")
     return 0

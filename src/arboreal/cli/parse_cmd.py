@@ -1,16 +1,29 @@
 """``arboreal parse``: parse CoNLL-U or tokenized text with a trained model."""
 from __future__ import annotations
 
+import logging
 import sys
 import warnings
 
 from arboreal.cli._args import int_in
+from arboreal.cli._logging import is_terminal
 from arboreal.errors import ArborealError
+
+_log = logging.getLogger(__name__)
+
+
+#: --input of the commands that read sentences to tag or parse
+INPUT_HELP = ("auto (default): CoNLL-U if the first line that is not a comment starts "
+              "with a word ID and a tab, else raw text; conllu: CoNLL-U, tag columns "
+              "that are '_' throughout a sentence predicted; tokenized: one sentence per "
+              "line, tokens separated by spaces; text: raw text, paragraphs separated by "
+              "blank lines (tokenized and split into sentences by the model)")
 
 
 def add_input_arguments(p, several: bool = False) -> None:
     """INPUT, -o, --input, --retag, --output-format, --jobs and --quiet: shared by
-    ``parse`` and ``tag``; ``several``: INPUT... (several files, with --scheduler)."""
+    ``parse`` and ``tag``; ``several``: INPUT... (several files, with --scheduler; only
+    ``parse`` has it, and only ``parse`` has --marginals)."""
     from arboreal.io.json import OUTPUT_FORMATS
     from arboreal.io.text import INPUT_FORMATS
 
@@ -23,14 +36,13 @@ def add_input_arguments(p, several: bool = False) -> None:
                        help="input file (default: standard input)")
     p.add_argument("-o", "--output", metavar="OUTPUT", default="-",
                    help="output file, written atomically (default: standard output)")
-    p.add_argument("--input", dest="input_format", choices=INPUT_FORMATS, default="conllu",
-                   help="conllu (default): CoNLL-U, tag columns that are '_' throughout a "
-                        "sentence predicted; tokenized: one sentence per line, tokens "
-                        "separated by spaces; text: raw text, paragraphs separated by blank "
-                        "lines (tokenized and split into sentences by the model)")
+    p.add_argument("--input", dest="input_format", choices=("auto", *INPUT_FORMATS),
+                   default="auto", help=INPUT_HELP)
+    columns = "columns, heads, labels and, with --marginals, probabilities" if several \
+        else "columns"
     p.add_argument("--output-format", choices=OUTPUT_FORMATS, default="conllu",
                    help="conllu (default); json: one array of sentence objects (words with "
-                        "their columns, heads, labels and, with --marginals, probabilities); "
+                        f"their {columns}); "
                         "displacy: displaCy's manual format (spacy.displacy.render(..., "
                         "manual=True))")
     p.add_argument("--retag", action="store_true",
@@ -51,7 +63,7 @@ def add_parser(subparsers) -> None:
                     "multiword token and empty node is kept, except tag columns (UPOS, "
                     "XPOS, FEATS, LEMMA) that are '_' throughout a sentence: the model's "
                     "tagger fills them (a model without a tagger refuses input without "
-                    "UPOS). Reads standard input and writes standard output when no file "
+                    "UPOS, unless it was trained on data without tags). Reads standard input and writes standard output when no file "
                     "is given; HEAD may be '_' in the input. The input is streamed (a block "
                     "of sentences at a time), so memory does not grow with the corpus; an "
                     "output file is written atomically.")
@@ -111,22 +123,58 @@ def _input_name(args) -> str:
     return "<stdin>" if args.input == "-" else args.input
 
 
+def _no_tokenizer(model_path: str) -> ArborealError:
+    return ArborealError(f"{model_path}: this model has no tokenizer (its treebank had no "
+                         "'# text' lines, or it was trained with --no-tokenizer): give "
+                         "--input tokenized or conllu")
+
+
+def resolve_input(path: str, input_format: str, model, model_path: str | None):
+    """``(source, input format)`` of an input (a path or "-") given ``--input``: the
+    kind its first lines show (:mod:`arboreal.io.sniff`) for ``auto`` (raw text needs
+    the model's tokenizer), else ``input_format`` checked against them. ``source`` is
+    what to read: the path, or for standard input a stream that replays the lines
+    looked at. FormatError for a model file, and for an explicit format the input is
+    not (CoNLL-U read as text, text read as CoNLL-U), naming the right option."""
+    from arboreal.errors import FormatError
+    from arboreal.io.sniff import CONLLU, MODEL, TEXT, is_token_line, sniff
+
+    name = "<stdin>" if path == "-" else path
+    kind, line, text, source = sniff(path, name)
+    if kind == MODEL:
+        raise FormatError(name, None, "this is an arboreal model file, not input to tag or "
+                          "parse (CoNLL-U or text); the MODEL comes first")
+    if input_format == "auto":
+        input_format = "conllu" if kind == CONLLU else "text"
+        _log.debug("%s: %s input (--input auto)", name, input_format)
+    elif input_format in ("text", "tokenized") and kind == CONLLU and is_token_line(text):
+        raise FormatError(name, line, f"this is CoNLL-U, not {input_format}: give --input "
+                          "conllu (or leave --input out: auto tells them apart)")
+    elif input_format == "conllu" and kind == TEXT:
+        raise FormatError(name, line, "this is plain text, not CoNLL-U (no word ID and tab "
+                          "at the start of the line): give --input text (raw text) or "
+                          "--input tokenized (one sentence per line), or leave --input out")
+    if input_format == "text" and model is not None \
+            and getattr(model, "tokenizer", None) is None:
+        raise _no_tokenizer(model_path)
+    return source, input_format
+
+
 def input_sentences(model, args):
-    """The input's sentences, streamed in the format of ``--input`` (raw text through
-    the model's tokenizer), for commands that look at sentences one by one."""
+    """The input's sentences, streamed in the format of ``--input`` (``auto``: the kind
+    recognised; raw text through the model's tokenizer), for commands that look at
+    sentences one by one."""
     from arboreal.io.text import iter_input
 
-    if args.input_format == "text" and getattr(model, "tokenizer", None) is None:
-        raise ArborealError(f"{args.model}: this model has no tokenizer (its treebank had no "
-                            "'# text' lines, or it was trained with --no-tokenizer): give "
-                            "--input tokenized or conllu")
-    return iter_input(args.input, args.input_format, getattr(model, "tokenizer", None))
+    source, args.input_format = resolve_input(args.input, args.input_format, model,
+                                              args.model)
+    return iter_input(source, args.input_format, getattr(model, "tokenizer", None))
 
 
 def run_stream(args, tag_only: bool) -> int:
     """``parse`` and ``tag``: load the model, stream the input through it (``--jobs``
     processes), write the output, warn about what the model could not do fully."""
-    import os
+    from contextlib import ExitStack
 
     from arboreal._compile import notice_if_compiling
     from arboreal.models import load_model
@@ -135,8 +183,8 @@ def run_stream(args, tag_only: bool) -> int:
 
     inputs = _stream_inputs(args)
     # on a cluster the workers load the model; here its metadata suffices for the checks
-    model = load_model(args.model) if getattr(args, "scheduler", None) is None \
-        else ModelFacts(args.model)
+    scheduler = getattr(args, "scheduler", None)
+    model = load_model(args.model) if scheduler is None else ModelFacts(args.model)
     kbest, decode = getattr(args, "kbest", 1), getattr(args, "decode", "map")
     marginals = getattr(args, "marginals", False)
     if tag_only and getattr(model, "tagger", None) is None:
@@ -148,46 +196,95 @@ def run_stream(args, tag_only: bool) -> int:
     if kbest > 1 and decode != "map":
         raise ArborealError("--kbest gives the K best trees; it cannot be combined with "
                             "--decode mbr")
-    options = StreamOptions(args.input_format, args.output_format, args.retag, tag_only,
+    resolved = [resolve_input(path, args.input_format, model, args.model) for path in inputs]
+    options = StreamOptions(resolved[0][1], args.output_format, args.retag, tag_only,
                             decode, marginals, kbest, _input_name(args))
-    scheduler = getattr(args, "scheduler", None)
-    if scheduler is not None and args.input_format == "text" \
-            and getattr(model, "tokenizer", None) is None:
-        raise ArborealError(f"{args.model}: this model has no tokenizer (its treebank had no "
-                            "'# text' lines, or it was trained with --no-tokenizer): give "
-                            "--input tokenized or conllu")
     notice_if_compiling(args.quiet or scheduler is not None)   # workers compile there
-    bar = None
-    if not args.quiet and sys.stderr.isatty():
-        from tqdm import tqdm
-
-        desc = (os.path.basename(_input_name(args)) if len(inputs) == 1
-                else f"{len(inputs)} files")
-        bar = tqdm(unit=" sentences", file=sys.stderr, mininterval=0.5, leave=False,
-                   total=None, desc=desc)
-    try:
+    with ExitStack() as stack:
+        bar = None
+        if not args.quiet and is_terminal():
+            bar = stack.enter_context(_Progress(inputs))
         # memory budget warnings are summed up in one line below instead
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=r".*memory budget")
-            if scheduler is None:
-                report = process_stream(model, args.input, args.output, options,
-                                        jobs=args.jobs,
-                                        progress=None if bar is None else bar.update)
-            else:
-                report = _run_on_dask(args, inputs, options, bar)
-    finally:
-        if bar is not None:
-            bar.close()
+        stack.enter_context(warnings.catch_warnings())
+        warnings.filterwarnings("ignore", message=r".*memory budget")
+        if scheduler is None:
+            source = resolved[0][0]
+            if bar is not None and bar.total is not None and args.input != "-":
+                source = stack.enter_context(open(args.input, "rb"))   # the bar follows it
+                bar.fd = source.fileno()
+            report = process_stream(model, source, args.output, options, jobs=args.jobs,
+                                    progress=None if bar is None else bar.update)
+        else:
+            report = _run_on_dask(args, inputs, resolved, options, bar)
     if report.fallbacks:
-        print(f"arboreal: warning: {report.fallbacks} sentence(s) too long for the order-"
-              f"{model.order} memory budget were parsed at first order", file=sys.stderr)
+        _log.warning("%d sentence(s) too long for the order-%d memory budget were parsed "
+                     "at first order", report.fallbacks, model.order)
     if report.split:
         from arboreal.models.pieces import MAX_WORDS
 
-        print(f"arboreal: warning: {report.split} sentence(s) longer than {MAX_WORDS} words "
-              "were parsed in pieces of at most that many words, joined into one tree",
-              file=sys.stderr)
+        _log.warning("%d sentence(s) longer than %d words were parsed in pieces of at most "
+                     "that many words, joined into one tree", report.split, MAX_WORDS)
     return 0
+
+
+class _Progress:
+    """The progress bar of ``parse`` and ``tag`` on a terminal: with a total and an
+    estimated time left when the input's size is known (a file, or standard input
+    redirected from one: the bar follows the bytes read, with the sentences so far),
+    else sentences without a total (a pipe, several files on a cluster). ``fd``: the
+    file descriptor the input is read from, once it is open."""
+
+    def __init__(self, inputs: list[str]):
+        import os
+        import stat
+
+        self.sentences = 0
+        self.start = 0
+        self.fd: int | None = None
+        self.total = None
+        if len(inputs) == 1:
+            try:
+                if inputs[0] == "-":
+                    fd = sys.stdin.fileno()
+                    if stat.S_ISREG(os.fstat(fd).st_mode):
+                        self.fd = fd
+                        self.start = os.lseek(fd, 0, os.SEEK_CUR)
+                        self.total = os.fstat(fd).st_size - self.start
+                elif stat.S_ISREG(os.stat(inputs[0]).st_mode):
+                    self.total = os.path.getsize(inputs[0])
+            except (OSError, ValueError, AttributeError):   # no real file descriptor
+                self.fd, self.total = None, None
+        self.desc = (os.path.basename(inputs[0]) if inputs[0] != "-" else "<stdin>") \
+            if len(inputs) == 1 else f"{len(inputs)} files"
+
+    def __enter__(self):
+        from tqdm import tqdm
+
+        if self.total is None:
+            self.bar = tqdm(unit=" sentences", file=sys.stderr, mininterval=0.5,
+                            leave=False, desc=self.desc)
+        else:
+            self.bar = tqdm(total=self.total, unit="B", unit_scale=True, unit_divisor=1024,
+                            file=sys.stderr, mininterval=0.5, leave=False, desc=self.desc)
+        return self
+
+    def update(self, sentences: int) -> None:
+        """``sentences`` more were written."""
+        import os
+
+        self.sentences += sentences
+        if self.total is None or self.fd is None:
+            self.bar.update(sentences)
+            return
+        try:
+            done = os.lseek(self.fd, 0, os.SEEK_CUR) - self.start
+        except OSError:
+            return
+        self.bar.set_postfix_str(f"{self.sentences} sentences", refresh=False)
+        self.bar.update(min(done, self.total) - self.bar.n)
+
+    def __exit__(self, *exc) -> None:
+        self.bar.close()
 
 
 def _stream_inputs(args) -> list[str]:
@@ -212,8 +309,11 @@ def _stream_inputs(args) -> list[str]:
     return inputs
 
 
-def _run_on_dask(args, inputs: list[str], options, bar):
-    """``parse`` on a Dask cluster: the report summed over the inputs."""
+def _run_on_dask(args, inputs: list[str], resolved: list, options, bar):
+    """``parse`` on a Dask cluster: the report summed over the inputs (``resolved``:
+    each one's source and input format, see :func:`resolve_input`)."""
+    from dataclasses import replace
+
     from arboreal.distributed import dask_client, output_paths, parse_files, stream_jobs
     from arboreal.models.stream import StreamReport
 
@@ -221,7 +321,9 @@ def _run_on_dask(args, inputs: list[str], options, bar):
         outputs = output_paths(inputs, args.output_dir)
     else:
         outputs = [args.output]
-    jobs = stream_jobs(inputs, outputs, options)
+    jobs = [(source, output, replace(job_options, input_format=fmt))
+            for (_, output, job_options), (source, fmt)
+            in zip(stream_jobs(inputs, outputs, options), resolved)]
     with dask_client(args.scheduler, args.workers) as client:
         reports = parse_files(client, args.model, jobs,
                               progress=None if bar is None else bar.update)

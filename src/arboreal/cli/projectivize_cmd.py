@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import argparse
-import sys
+import logging
 
 
 def add_parser(subparsers) -> None:
@@ -34,6 +34,6 @@ def run(args: argparse.Namespace) -> int:
     out, n_sent, n_words = projectivize(sentences, single_root=True if args.single_root else None)
     write_conllu(out, args.output)
     words = sum(len(s) for s in sentences)
-    print(f"projectivized {n_sent} of {len(sentences)} sentences; "
-          f"{n_words} of {words} words re-attached", file=sys.stderr)
+    logging.getLogger(__name__).info(f"projectivized {n_sent} of {len(sentences)} sentences; "
+                                     f"{n_words} of {words} words re-attached")
     return 0

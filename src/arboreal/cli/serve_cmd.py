@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import logging
 import os
 import re
-import sys
 from pathlib import Path
 
 from arboreal.cli._args import int_in
+from arboreal.cli._logging import configure_waitress
 from arboreal.errors import ArborealError
 
 _SIZE = re.compile(r"(\d+)\s*([kmg]?)(i?b)?", re.IGNORECASE)
@@ -94,12 +95,12 @@ def run(args) -> int:
     app = make_app(models, default_model=args.default_model,
                    max_request_bytes=args.max_request_bytes)
 
-    def ready(urls: list[str]) -> None:
-        print(f"arboreal: serving {len(models)} model(s) ({', '.join(models)}) on "
-              f"{' '.join(urls)} (Ctrl+C to stop)", file=sys.stderr, flush=True)
+    log = logging.getLogger(__name__).info
+    configure_waitress(verbose=args.verbose)
 
-    def log(line: str) -> None:
-        print(line, file=sys.stderr, flush=True)
+    def ready(urls: list[str]) -> None:
+        log(f"arboreal: serving {len(models)} model(s) ({', '.join(models)}) on "
+            f"{' '.join(urls)} (Ctrl+C to stop)")
 
     return serve(app, host=args.host, port=args.port, threads=args.threads,
                  max_request_bytes=args.max_request_bytes, on_ready=ready, log=log)

@@ -50,10 +50,11 @@ def add_parser(subparsers) -> None:
     p.add_argument("--model", metavar="MODEL", default=None,
                    help="model file written by 'arboreal train': draw its parse of each "
                         "sentence and a heat map of its arc marginals")
-    p.add_argument("--input", dest="input_format", choices=INPUT_FORMATS, default="conllu",
-                   help="with --model: conllu (default), tokenized (one sentence per line, "
-                        "tokens separated by spaces) or text (raw text, tokenized by the "
-                        "model)")
+    p.add_argument("--input", dest="input_format", choices=("auto", *INPUT_FORMATS),
+                   default="auto",
+                   help="with --model: auto (default: CoNLL-U or raw text, told by the "
+                        "lines), conllu, tokenized (one sentence per line, tokens separated "
+                        "by spaces) or text (raw text, tokenized by the model)")
     p.add_argument("--retag", action="store_true",
                    help="with --model: predict UPOS, XPOS, FEATS and LEMMA even where the "
                         "input has them")
@@ -219,12 +220,18 @@ def run(args: argparse.Namespace) -> int:
         model = load_model(args.model)
         stream = input_sentences(model, args)
     else:
-        if args.input_format != "conllu":
+        if args.input_format not in ("auto", "conllu"):
             raise ArborealError(f"--input {args.input_format} needs --model (a file without "
                                 "trees has nothing to draw)")
         if args.retag:
             raise ArborealError("--retag needs --model")
-        stream = iter_conllu(args.input, allow_missing_heads=True)
+        from arboreal.cli.parse_cmd import resolve_input
+
+        source, kind = resolve_input(args.input, args.input_format, None, None)
+        if kind != "conllu":
+            raise ArborealError(f"{name}: this is text, without trees to draw: give --model "
+                                "MODEL to parse it")
+        stream = iter_conllu(source, allow_missing_heads=True)
     try:
         chosen = selection.pick(stream, name, limit)
     except TooMany:

@@ -2,11 +2,28 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 import warnings
 
 from arboreal.cli._args import int_in
+from arboreal.cli._logging import is_terminal
 from arboreal.errors import ArborealError
+
+_log = logging.getLogger(__name__)
+
+#: every learner of ``arboreal.learn.LEARNERS`` with what it is, for --help (listed here
+#: so that the help does not import the learners; a test checks it against LEARNERS)
+LEARNER_HELP = {
+    "mira": "averaged 1-best MIRA, cost-augmented (the default)",
+    "perceptron": "averaged perceptron",
+    "kbest-mira": "k-best MIRA",
+    "factored-mira": "factored MIRA (one constraint per word)",
+    "loglinear": "conditional log-likelihood by L-BFGS (Koo et al. 2007)",
+    "loglinear-labeled": "joint labeled log-linear model (first order)",
+    "eg": "exponentiated-gradient max-margin training (Koo et al. 2007)",
+    "local-margin": "large margin with local constraints (Wang et al. 2006)",
+}
 
 
 _positive = int_in(1)
@@ -54,9 +71,9 @@ def add_parser(subparsers) -> None:
                         "this many seconds of training (the best epoch is kept)")
     p.add_argument("--device", default="cpu",
                    help="with --scorer neural: the torch device to train on (cpu, cuda)")
-    p.add_argument("--learner", default=None,
-                   help="mira (default: averaged 1-best MIRA, cost-augmented), perceptron, "
-                        "kbest-mira, factored-mira, or another registered learner")
+    p.add_argument("--learner", default=None, metavar="LEARNER",
+                   help="; ".join(f"{name}: {what}" for name, what in LEARNER_HELP.items())
+                        + " (learner options: --learner-option)")
     p.add_argument("--decoder", choices=("eisner", "cle", "auto"), default=None,
                    help="eisner: projective (default; --scorer neural: cle); cle: "
                         "non-projective Chu-Liu-Edmonds "
@@ -71,8 +88,9 @@ def add_parser(subparsers) -> None:
                    help="with --dev: stop once dev UAS has not improved for N epochs (the "
                         "best epoch is kept either way; default: run every epoch)")
     p.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
-    p.add_argument("--features", choices=("default", "mcdonald", "words"), default="default",
-                   help="default: FORM, LEMMA, UPOS, XPOS, FEATS; mcdonald: the templates of "
+    p.add_argument("--features", choices=("default", "mcdonald", "words"), default=None,
+                   help="default: FORM, LEMMA, UPOS, XPOS, FEATS (the default, unless the "
+                        "training data has no UPOS: then words); mcdonald: the templates of "
                         "McDonald et al. 2006 over FORM and UPOS; words: FORM only (no tags "
                         "needed)")
     p.add_argument("--feature-cutoff", type=_nonneg, default=0, metavar="K",
@@ -146,7 +164,9 @@ def add_parser(subparsers) -> None:
                    help="with --scheduler: uniform (default): the mean of the shards' weights; "
                         "error: weighted by each shard's number of updates in the epoch "
                         "(McDonald, Hall & Mann 2010)")
-    p.add_argument("--quiet", action="store_true", help="no progress bar or epoch lines")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bar, epoch lines or compilation notice (the bars show "
+                        "on a terminal; elsewhere, one line per epoch)")
     p.set_defaults(func=run)
 
 
@@ -191,7 +211,7 @@ def _check_neural(args) -> None:
         linear = [name for name, on in (
             ("--learner", args.learner is not None), ("--order", args.order != 1),
             ("--parts", bool(args.parts)), ("--learner-option", bool(args.learner_option)),
-            ("--features", args.features != "default"), ("--clusters", args.clusters),
+            ("--features", args.features is not None), ("--clusters", args.clusters),
             ("--lexicon", args.lexicon), ("--scheduler", args.scheduler),
             ("--C", args.C is not None), ("--labeled-partition", args.labeled_partition),
             ("--hash-bits", args.hash_bits != 23), ("--jackknife", args.jackknife),
@@ -218,10 +238,12 @@ def _train(args, mixing) -> int:
     from arboreal.io.conllu import read_conllu
     from arboreal.trees.diagnostics import training_data_warnings
 
+    for path in (args.train, args.dev):
+        check_treebank(path)
     train = read_conllu(args.train)
     dev = read_conllu(args.dev) if args.dev else None
     for warning in training_data_warnings(train, single_root=not args.multi_root):
-        print(f"arboreal: warning: {args.train}: {warning}", file=sys.stderr)
+        _log.warning("%s: %s", args.train, warning)
     options = dict(args.learner_option)
     if args.learner is None:
         from arboreal.learn import DEFAULT_LEARNER
@@ -244,8 +266,9 @@ def _train(args, mixing) -> int:
         args.epochs = getattr(LEARNERS[args.learner], "default_epochs", 10) if known else 10
     if args.learner in ("loglinear", "loglinear-labeled", "eg", "local-margin") and not args.quiet:
         options.setdefault("verbose", True)  # objective (EG: dual, primal, gap) per pass
+    features, part_templates = _parser_features(args, train)
     common = dict(learner=args.learner, decoder=args.decoder, single_root=not args.multi_root,
-                  epochs=args.epochs, seed=args.seed, features=args.features,
+                  epochs=args.epochs, seed=args.seed, features=features,
                   feature_cutoff=args.feature_cutoff, top_words=args.top_words,
                   hash_bits=args.hash_bits, patience=args.patience)
     progress, log = _reporting(args, len(train))
@@ -286,29 +309,30 @@ def _train(args, mixing) -> int:
             model = Parser.train(train_sentences, dev_sentences, progress=progress, log=log,
                                  projectivize=False if args.no_projectivize else None,
                                  mixing=mixing, order=args.order, parts=args.parts,
+                                 part_templates=part_templates,
                                  clusters=clusters, lexicon=lexicon, **common,
                                  **options)
         pruning = model.meta["training"].get("higher_order", {})
         for what, choice in (("pruning", pruning.get("temperature_choice")),
                              ("pruning for parsing", pruning.get("parse_choice"))):
-            if choice and not args.quiet:
-                print(f"{what}: temperature {choice['temperature']:g}, at most "
-                      f"{choice['max_heads']} heads per word, keeps "
-                      f"{100 * choice['gold_heads_kept']:.2f}% of the {choice['on']} gold "
-                      f"heads (target {100 * choice['target']:.2f}%), "
-                      f"{choice['kept_heads_per_word']:.2f} candidate heads per word",
-                      file=sys.stderr)
+            if choice:
+                _log.info(f"{what}: temperature {choice['temperature']:g}, at most "
+                          f"{choice['max_heads']} heads per word, keeps "
+                          f"{100 * choice['gold_heads_kept']:.2f}% of the {choice['on']} gold "
+                          f"heads (target {100 * choice['target']:.2f}%), "
+                          f"{choice['kept_heads_per_word']:.2f} candidate heads per word")
         if model.train_skipped:
-            print(f"arboreal: warning: {model.train_skipped} training sentence(s) too long "
-                  f"for the order-{model.order} memory budget were trained at first order "
-                  f"only", file=sys.stderr)
+            _log.warning("%d training sentence(s) too long for the order-%d memory budget "
+                         "were trained at first order only", model.train_skipped, model.order)
         return model
 
+    from arboreal._compile import notice_if_compiling
     from arboreal.features import FeatureSet
     from arboreal.models.pipeline import DEFAULT_PARSER_TAGS, JACKKNIFE_FOLDS, train_pipeline
     from arboreal.models.tagger import DEFAULT_EPOCHS
 
-    say = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+    say = None if args.quiet else _log.info
+    notice_if_compiling(args.quiet, what="training and parsing")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model = train_pipeline(train, dev, train_parser, tagger=not args.no_tagger,
@@ -318,25 +342,66 @@ def _train(args, mixing) -> int:
                                seed=args.seed, log=say, clusters=clusters,
                                parser_tags=args.parser_tags or DEFAULT_PARSER_TAGS,
                                parser_reads_tags=FeatureSet(
-                                   args.features, clusters=clusters, lexicon=lexicon).reads_tags)
+                                   features, clusters=clusters, lexicon=lexicon).reads_tags)
     for w in caught:
-        print(f"arboreal: warning: {w.message}", file=sys.stderr)
+        _log.warning("%s", w.message)
     model.save(args.output)
-    if not args.quiet:
-        best = model.meta.get("best_epoch")
-        print(f"saved {args.output}" + (f" (best dev epoch {best})" if dev else ""),
-              file=sys.stderr)
+    best = model.meta.get("best_epoch")
+    _log.info(f"saved {args.output}" + (f" (best dev epoch {best})" if dev else ""))
     return 0
 
 
+def check_treebank(path: str | None) -> None:
+    """A file given as a treebank that is text or a model file: a one-line FormatError
+    now (the CoNLL-U reader would complain of its columns or control characters)."""
+    import os
+
+    if path is None or not os.path.isfile(path):   # "-" or a pipe is read once, as it is
+        return
+    from arboreal.errors import FormatError
+    from arboreal.io.sniff import MODEL, MODEL_FILE, TEXT, sniff
+
+    kind, line, _, _ = sniff(path)
+    if kind == MODEL:
+        raise FormatError(path, None, MODEL_FILE)
+    if kind == TEXT:
+        raise FormatError(path, line, "this is plain text, not a CoNLL-U treebank (no word "
+                          "ID and tab at the start of the line): training needs trees")
+
+
+def _parser_features(args, train: list) -> tuple[str, dict | None]:
+    """The parser's feature set and its part templates (None: the defaults). Training
+    data without UPOS gives no tagger, so the parser reads the columns it had: word
+    forms only (the ``words`` set, its parts over forms too), unless --features says
+    otherwise; it then parses untagged input."""
+    from arboreal.models.pipeline import has_column
+
+    if has_column(train, "upos"):
+        return args.features or "default", None
+    features = args.features
+    if features is None:
+        features = "words"
+        _log.info("the training data has no UPOS tags: the parser reads the word forms "
+                  "only (--features words), so it parses untagged input")
+    if features != "words" or args.order == 1:
+        return features, None
+    from arboreal.features.higher_order import WORD_PART_TEMPLATES
+
+    return features, WORD_PART_TEMPLATES
+
+
 def _reporting(args, n_train: int):
+    """``(progress, log)`` of Parser.train: an epoch's progress bar (with its total and
+    the time left) on a terminal only, and one line per epoch."""
     if args.quiet:
         return None, None
-    from tqdm import tqdm
+    def bar(order, epoch):
+        from tqdm import tqdm
 
-    def progress(order, epoch):
         return tqdm(order, desc=f"epoch {epoch}/{args.epochs}", unit="sent", leave=False,
                     file=sys.stderr, mininterval=0.5)
+
+    progress = bar if is_terminal() else None
 
     def log(report):
         stage = "pruner epoch" if report.stage == "pruner" else "epoch"
@@ -346,7 +411,7 @@ def _reporting(args, n_train: int):
             line += f", dev UAS {report.dev_uas:.2f} LAS {report.dev_las:.2f}"
             if report.best:
                 line += " (best)"
-        print(line, file=sys.stderr, flush=True)
+        _log.info("%s", line)
 
     return progress, log
 
@@ -364,27 +429,26 @@ def _train_neural(args) -> int:
         raise ArborealError("--max-time must be positive")
     if args.patience is not None and not args.dev:
         raise ArborealError("--patience needs --dev (it stops on dev LAS)")
+    for path in (args.train, args.dev):
+        check_treebank(path)
     train = read_conllu(args.train)
     dev = read_conllu(args.dev) if args.dev else None
     for warning in training_data_warnings(train, single_root=not args.multi_root):
-        print(f"arboreal: warning: {args.train}: {warning}", file=sys.stderr)
+        _log.warning("%s: %s", args.train, warning)
     options = dict(args.scorer_option)
     if args.epochs is not None:
         options["epochs"] = args.epochs
     total = options.get("epochs", 40)
-    say = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
 
-    progress = None
-    if not args.quiet and sys.stderr.isatty():
+    def bar(order, epoch):
         from tqdm import tqdm
 
-        def progress(order, epoch):
-            return tqdm(order, desc=f"epoch {epoch}/{total}", unit="batch", leave=False,
-                        file=sys.stderr, mininterval=0.5)
+        return tqdm(order, desc=f"epoch {epoch}/{total}", unit="batch", leave=False,
+                    file=sys.stderr, mininterval=0.5)
+
+    progress = bar if not args.quiet and is_terminal() else None
 
     def log(record) -> None:
-        if args.quiet:
-            return
         line = f"epoch {record.epoch}: {record.seconds:.1f} s"
         losses = [f"{k[5:]} {v:.3f}" for k, v in record.stats.items() if k.startswith("loss_")]
         if losses:
@@ -395,7 +459,7 @@ def _train_neural(args) -> int:
                 line += f" UPOS {record.dev['upos']:.2f}"
             if record.best:
                 line += " (best)"
-        print(line, file=sys.stderr, flush=True)
+        _log.info("%s", line)
 
     def train_parser(train_sentences, dev_sentences):
         return Parser.train(train_sentences, dev_sentences, scorer="neural",
@@ -409,18 +473,17 @@ def _train_neural(args) -> int:
         warnings.simplefilter("always")
         try:
             model = train_pipeline(train, dev, train_parser, tagger=False,
-                                   tokenizer=not args.no_tokenizer, seed=args.seed, log=say)
+                                   tokenizer=not args.no_tokenizer, seed=args.seed,
+                                   log=None if args.quiet else _log.info)
         except TrainingInterrupted as stop:
             if stop.model is not None:
                 stop.model.save(args.output)
-                print(f"interrupted: saved {args.output} (best epoch "
-                      f"{stop.model.meta.get('best_epoch')})", file=sys.stderr)
+                _log.warning("interrupted: saved %s (best epoch %s)", args.output,
+                             stop.model.meta.get("best_epoch"))
             raise KeyboardInterrupt from None
     for w in caught:
-        print(f"arboreal: warning: {w.message}", file=sys.stderr)
+        _log.warning("%s", w.message)
     model.save(args.output)
-    if not args.quiet:
-        best = model.meta.get("best_epoch")
-        print(f"saved {args.output}" + (f" (best dev epoch {best})" if dev else ""),
-              file=sys.stderr)
+    best = model.meta.get("best_epoch")
+    _log.info(f"saved {args.output}" + (f" (best dev epoch {best})" if dev else ""))
     return 0

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import argparse
-import sys
+import logging
+
+_log = logging.getLogger(__name__)
 
 
 def add_parser(subparsers) -> None:
@@ -36,11 +38,11 @@ def run(args: argparse.Namespace) -> int:
             hint = ""
             if isinstance(exc, FormatError) and exc.problem.startswith("HEAD is '_'"):
                 hint = "; --allow-missing-heads accepts it"
-            print(f"arboreal: error: {exc}{hint}", file=sys.stderr)
+            _log.error("%s%s", exc, hint)
             status = 2
             continue
         except OSError as exc:
-            print(f"arboreal: error: {path}: {exc.strerror or exc}", file=sys.stderr)
+            _log.error("%s: %s", path, exc.strerror or exc)
             status = 2
             continue
         words = sum(len(s) for s in sentences)

@@ -1,7 +1,7 @@
 """``arboreal warmup``: compile the parsing kernels ahead of their first use."""
 from __future__ import annotations
 
-import sys
+import logging
 
 
 def add_parser(subparsers) -> None:
@@ -27,7 +27,7 @@ def run(args) -> int:
 
     from arboreal._compile import kernels_cached, warmup
 
-    say = None if args.quiet else (lambda line: print(line, file=sys.stderr, flush=True))
+    say = None if args.quiet else logging.getLogger(__name__).info
     t0 = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")   # the tiny treebank's own warnings mean nothing

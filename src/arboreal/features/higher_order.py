@@ -71,6 +71,10 @@ def _kind_templates(kind: str, word: str = "word", pos: str = "pos") -> list[str
 
 #: the templates of every part kind a new model gets
 DEFAULT_PART_TEMPLATES: dict[str, list[str]] = {k: _kind_templates(k) for k in KINDS}
+#: the templates of every part kind over word forms only (the 5-character prefix in
+#: place of the tag, as in the first-order ``words`` set): for parsers that read no tags
+WORD_PART_TEMPLATES: dict[str, list[str]] = {
+    k: list(dict.fromkeys(_kind_templates(k, "word", "p5"))) for k in KINDS}
 #: added to them when the parser has word clusters (Koo, Carreras & Collins 2008: the
 #: part's words by 4-bit and 6-bit cluster prefixes and full clusters, and mixed with
 #: POS)

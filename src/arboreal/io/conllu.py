@@ -56,6 +56,7 @@ import numpy as np
 from arboreal._atomic import atomic_write
 from arboreal.errors import FormatError
 from arboreal.io.sentence import ROOT_TOKEN, Sentence
+from arboreal.io.sniff import MODEL_FILE, ZIP_MAGIC
 
 PathOrFile = Union[str, os.PathLike, IO[str], IO[bytes]]
 
@@ -135,6 +136,8 @@ def _parse_chunk(
 
     if data.startswith(b"\xef\xbb\xbf") and first_line == 1:
         data = data[3:]
+    if data.startswith(ZIP_MAGIC) and first_line == 1:
+        raise FormatError(path, None, MODEL_FILE)
     if b"\r" in data:
         data = data.replace(b"\r\n", b"\n")
     buf = np.frombuffer(data, dtype=np.uint8)

@@ -227,15 +227,16 @@ EpochCallback = Callable[[int, np.ndarray], None]
 
 class BatchLearner:
     """Base of the batch learners (``loglinear``, ``eg``, ``local-margin``): a progress
-    line per pass on stderr when the learner's ``verbose`` is set (the CLI sets it)."""
+    line per pass, logged (INFO, logger ``arboreal.learn``) when the learner's
+    ``verbose`` is set (the CLI sets it)."""
 
     verbose: bool = False
 
     def _log(self, msg: str) -> None:
         if self.verbose:
-            import sys
+            import logging
 
-            print(msg, file=sys.stderr, flush=True)
+            logging.getLogger(__name__).info("%s", msg)
 
 
 class Learner(Protocol):

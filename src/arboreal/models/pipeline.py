@@ -45,6 +45,12 @@ class UntaggedInputError(ArborealError):
     """Input a model cannot tag: no UPOS and no tagger, or ``retag`` without a tagger."""
 
 
+def has_column(sentences: Sequence, column: str) -> bool:
+    """Whether some word of ``sentences`` has a value other than ``_`` in ``column``
+    (a Sentence attribute: "upos", "xpos", "feats", "lemma"). O(words)."""
+    return any(v != "_" for s in sentences for v in getattr(s, column)[1:].tolist())
+
+
 def _missing(s, columns: Sequence[str]) -> tuple[str, ...]:
     """The columns of ``columns`` that are ``_`` for every word of ``s``."""
     if len(s) == 0:
@@ -152,9 +158,10 @@ def _tagger_and_parser(train, dev, train_parser, tagger, folds, tagger_epochs, s
                        parser_reads_tags=True, clusters=None, parser_tags=DEFAULT_PARSER_TAGS):
     if not tagger:
         return train_parser(train, dev)
-    if not any(v != "_" for s in train for v in s.upos[1:].tolist()):
-        warnings.warn("the training data has no UPOS tags: no tagger is trained, and the "
-                      "parser needs tagged input", stacklevel=2)
+    if not has_column(train, "upos"):
+        if parser_reads_tags:
+            warnings.warn("the training data has no UPOS tags: no tagger is trained, and the "
+                          "parser needs tagged input", stacklevel=2)
         return train_parser(train, dev)
     final = Tagger.train(train, dev, epochs=tagger_epochs, seed=seed, log=log,
                          clusters=clusters)

@@ -201,6 +201,30 @@ class ModelArrays(Mapping):
         return arr
 
 
+def _what_it_is(path: str) -> str:
+    """What a file that is not a model looks like, for the error message: a CoNLL-U
+    file or text (a treebank or input given where the model was expected), else ""."""
+    from arboreal.io.sniff import CONLLU, TEXT, sniff
+
+    if not os.path.isfile(path):   # a pipe is not read twice
+        return ""
+    try:
+        kind = sniff(path)[0]
+        with open(path, "rb") as f:
+            head = f.read(4096)
+        (head[:head.rfind(b"\n") + 1] or head).decode("utf-8")   # whole lines
+    except (OSError, UnicodeDecodeError):
+        return ""
+    if b"\0" in head:
+        return ""
+    if kind == CONLLU:
+        return (" (it is a CoNLL-U file; the MODEL is the file 'arboreal train' wrote, "
+                "and comes first)")
+    if kind == TEXT:
+        return " (it is a text file; the MODEL is the file 'arboreal train' wrote)"
+    return ""
+
+
 def load_model_file(path: str | os.PathLike) -> tuple[dict, ModelArrays]:
     """Read a model file: ``(meta, arrays)``; ModelError naming the file on any problem.
 
@@ -215,7 +239,7 @@ def load_model_file(path: str | os.PathLike) -> tuple[dict, ModelArrays]:
     headers: dict = {}
     try:
         if not zipfile.is_zipfile(path):
-            raise ModelError(f"{path}: not an arboreal model file")
+            raise ModelError(f"{path}: not an arboreal model file{_what_it_is(path)}")
         with zipfile.ZipFile(path) as zf:
             infos = zf.infolist()
             if len(infos) > MAX_MEMBERS:

@@ -187,7 +187,7 @@ def train(sentences, dev=None, decoder: str = "eisner", epochs: int = 10, seed: 
     parser = Parser(scorer, decoder)
     learner = GradientDescent(scorer, sentences, structure)
 
-    def evaluate(snapshot) -> dict:
+    def evaluate(snapshot, epoch) -> dict:
         pred = parser.predict_heads(dev)
         right = sum(int((h[1:] == s.heads[1:]).sum()) for h, s in zip(pred, dev))
         return {"score": 100.0 * right / max(sum(len(s) for s in dev), 1)}

@@ -7,12 +7,15 @@ its parameters. The loop never looks inside: it is the same for the online linea
 learners, the neural scorer and the taggers.
 
 Per epoch ``e`` (1-based): ``order = rng.permutation(learner.size)`` from
-``np.random.default_rng(seed)`` (one generator for the whole run, so a run is repeatable),
-``learner.run_epoch(order, e)``, ``snapshot = learner.snapshot()``, then
-``evaluate(snapshot)`` (dev data; None without it) gives a dict with a ``score`` to
-maximise and anything else to report. The best epoch's snapshot is kept; with
-``patience`` training stops once the score has not improved for that many epochs;
-with ``max_seconds`` it stops after the first epoch that ends past the limit.
+``np.random.default_rng(seed)`` (one generator for the whole run, so a run is repeatable;
+a learner that draws more random numbers of its own within an epoch hands the trainer
+its generator as ``learner.rng``), ``learner.run_epoch(order, e)``,
+``snapshot = learner.snapshot()``, then ``evaluate(snapshot, e)`` (dev data; None
+without it) gives a dict with a ``score`` to maximise and anything else to report. The
+best epoch's snapshot is kept; with ``patience`` training stops once the score has not
+improved for that many epochs; with ``max_seconds`` it stops after the first epoch that
+ends past the limit; a learner that has converged (``learner.converged`` true after an
+epoch) stops it too.
 ``KeyboardInterrupt`` during an epoch ends the run as :class:`TrainingInterrupted`,
 which carries the result so far (the best finished epoch), so that a command can save
 it before it exits.
@@ -79,8 +82,14 @@ class TrainingResult:
     #: the epoch of ``snapshot`` (0 when no epoch finished)
     epoch: int
     history: list[EpochRecord]
-    #: why the run ended before its last epoch: "patience", "time" or "interrupt" ("" if not)
+    #: why the run ended before its last epoch: "patience", "time", "converged" or
+    #: "interrupt" ("" if not)
     stopped: str = ""
+
+    @property
+    def record(self) -> EpochRecord | None:
+        """The :class:`EpochRecord` of the kept epoch (None when no epoch finished)."""
+        return next((r for r in self.history if r.epoch == self.epoch), None)
 
 
 class TrainingInterrupted(KeyboardInterrupt):
@@ -116,9 +125,9 @@ class Trainer:
         self.log = log
 
     def run(self, learner: EpochLearner,
-            evaluate: Callable[[Any], dict | None] | None = None) -> TrainingResult:
+            evaluate: Callable[[Any, int], dict | None] | None = None) -> TrainingResult:
         """Train; return the best (or last) snapshot with the history."""
-        rng = np.random.default_rng(self.seed)
+        rng = getattr(learner, "rng", None) or np.random.default_rng(self.seed)
         history: list[EpochRecord] = []
         best_score, best_snapshot, best_epoch, last_gain = -np.inf, None, 0, 0
         start = time.perf_counter()
@@ -134,7 +143,7 @@ class Trainer:
                 raise TrainingInterrupted(TrainingResult(best_snapshot, best_epoch, history,
                                                          "interrupt")) from None
             snapshot = learner.snapshot()
-            dev = evaluate(snapshot) if evaluate is not None else None
+            dev = evaluate(snapshot, epoch) if evaluate is not None else None
             record = EpochRecord(epoch, time.perf_counter() - t0, time.process_time() - c0,
                                  dict(stats), dev)
             if dev is None:
@@ -148,6 +157,9 @@ class Trainer:
                 self.log(record)
             if epoch == self.epochs:
                 break
+            if getattr(learner, "converged", False):
+                stopped = "converged"
+                break
             if self.patience is not None and dev is not None \
                     and epoch - last_gain >= self.patience:
                 stopped = "patience"
@@ -156,3 +168,15 @@ class Trainer:
                 stopped = "time"
                 break
         return TrainingResult(best_snapshot, best_epoch, history, stopped)
+
+
+def run_epochs(learner: EpochLearner, epochs: int, seed: int = 0,
+               on_epoch: Callable[[int, Any], None] | None = None) -> Any:
+    """Run ``learner`` for ``epochs`` epochs under :class:`Trainer` with no dev data,
+    calling ``on_epoch(epoch, snapshot)`` after each; return the last snapshot. What the
+    learners' ``fit`` methods are."""
+    def evaluate(snapshot, epoch):
+        on_epoch(epoch, snapshot)
+        return None
+
+    return Trainer(epochs, seed).run(learner, evaluate if on_epoch else None).snapshot

@@ -151,7 +151,7 @@ def train_neural(parser_class, train: list, dev: list | None, decoder: str = "cl
                               opts["batch_words"], progress)
     parser = parser_class(scorer, decoder, single_root)
     dev_encoded = scorer.encode(dev) if dev else None
-    evaluate = (lambda snapshot: dev_scores(parser, dev, dev_encoded)) if dev else None
+    evaluate = (lambda snapshot, epoch: dev_scores(parser, dev, dev_encoded)) if dev else None
     trainer = Trainer(opts["epochs"], seed, opts["patience"] if dev else None, max_seconds,
                       log)
     t_setup = time.perf_counter() - t0

@@ -43,25 +43,26 @@ def command_line(script: str, argv: list[str], note: str = "") -> str:
         "..." if note and a == note else a for a in argv)
 
 
-def write_section(name: str, title: str, command: str, body: str) -> None:
-    """Replace (or append) section ``name`` of docs/benchmarks.md."""
+def write_section(name: str, title: str, command: str, body: str, doc: Path = DOC) -> None:
+    """Replace (or append) section ``name`` of docs/benchmarks.md (or of ``doc``, for a
+    figure that an issue asks for in another page too)."""
     today = _dt.date.today().isoformat()
     section = (
         f"<!-- BEGIN {name} -->\n## {title}\n\n"
         f"Command: `{command}`  \nMachine: {machine_description()}  \nDate: {today}\n\n"
         f"{body.rstrip()}\n<!-- END {name} -->\n"
     )
-    text = DOC.read_text(encoding="utf-8") if DOC.exists() else HEADER
+    text = doc.read_text(encoding="utf-8") if doc.exists() else HEADER
     pattern = re.compile(rf"<!-- BEGIN {re.escape(name)} -->.*?<!-- END {re.escape(name)} -->\n?", re.S)
     if pattern.search(text):
         text = pattern.sub(lambda _: section, text)
     else:
         text = text.rstrip() + "\n\n" + section
-    DOC.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=DOC.parent, prefix=".benchmarks.", suffix=".tmp")
+    doc.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=doc.parent, prefix=f".{doc.stem}.", suffix=".tmp")
     with os.fdopen(fd, "w", encoding="utf-8") as f:
         f.write(text)
-    os.replace(tmp, DOC)
+    os.replace(tmp, doc)
 
 
 def memory_probe(repeats: int = 3) -> float:

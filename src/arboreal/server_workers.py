@@ -132,6 +132,27 @@ def _call_lowered(app: Callable, request: tuple) -> tuple:
     return value
 
 
+def _trim_heap() -> None:
+    """Give the C heap's free memory back to the system (glibc's ``malloc_trim``),
+    after a large request: its arrays are freed, but without this the heap would keep
+    the pages, and a worker would stay at the size of the largest request it saw."""
+    global _MALLOC_TRIM
+    if _MALLOC_TRIM is None:
+        _MALLOC_TRIM = False
+        if sys.platform.startswith("linux"):
+            try:
+                import ctypes
+
+                _MALLOC_TRIM = ctypes.CDLL("libc.so.6").malloc_trim
+            except (OSError, AttributeError):
+                pass
+    if _MALLOC_TRIM:
+        _MALLOC_TRIM(0)
+
+
+_MALLOC_TRIM = None
+
+
 def worker_main(conn, factory: Callable) -> None:
     """A worker process: ``factory()`` once, then answer requests from ``conn`` until
     it sends None or is closed."""
@@ -161,6 +182,8 @@ def worker_main(conn, factory: Callable) -> None:
                       [("Content-Type", "text/plain; charset=utf-8")],
                       f"An internal error occurred during processing: "
                       f"{exc.__class__.__name__}\n".encode())
+        if large:
+            _trim_heap()
         try:
             conn.send(answer)
         except (BrokenPipeError, OSError):
@@ -170,22 +193,26 @@ def worker_main(conn, factory: Callable) -> None:
 def load_app(specs: list[tuple[str, str]], default_model: str | None, max_request_bytes: int,
              max_words: int | None) -> Callable:
     """A worker's application: the models of ``specs`` ((name, path) pairs) loaded and
-    served by :func:`arboreal.server.make_app`, each run once on a word so that the
-    first request does not wait for the compiled kernels to load."""
+    served by :func:`arboreal.server.make_app`, each run once on a short and a long
+    sentence, so that no request waits for compiled kernels to load (and the worker's
+    memory is at its working size from the start)."""
     from arboreal.models import load_model
     from arboreal.server import make_app, process
 
     app = make_app({name: load_model(path) for name, path in specs},
                    default_model=default_model, max_request_bytes=max_request_bytes,
                    max_words=max_words)
+    # a short sentence and one past the long-sentence decoder's threshold (400 words)
+    long_sentence = " ".join(["word", "and", "the", "word", "."] * 100)
     for served in app.models.values():
-        params = {"data": "Hello .", "input": "horizontal", "parser": ""}
-        if "tagger" in served.components:
-            params["tagger"] = ""
-        try:
-            process(served, params)
-        except HTTPError:      # a parser that needs tags it cannot predict: no warm-up
-            pass
+        for data in ("Hello .", long_sentence):
+            params = {"data": data, "input": "horizontal", "parser": ""}
+            if "tagger" in served.components:
+                params["tagger"] = ""
+            try:
+                process(served, params)
+            except HTTPError:   # a parser that needs tags it cannot predict: no warm-up
+                break
     return app
 
 

@@ -1,13 +1,10 @@
 """arboreal on a Dask cluster: ``parse --scheduler`` gives the one-process output byte for
-byte (also when a worker is killed mid-run), ``train --scheduler`` trains by iterative
-parameter mixing (one shard: exactly single-machine training)."""
+byte, ``train --scheduler`` trains by iterative parameter mixing (one shard: exactly
+single-machine training). Killed workers, a vanished scheduler and workers at another
+address: tests/test_distributed_faults.py."""
 from __future__ import annotations
 
 import logging
-import os
-import signal
-import threading
-import time
 import warnings
 from pathlib import Path
 
@@ -145,54 +142,6 @@ def test_model_sent_only_to_workers_without_it(cluster, files, small_shards, mon
     monkeypatch.setattr(dist, "cached_digest", lambda: digest)   # a stale answer
     assert main(argv) == 0 and (tmp_path / "dask").read_bytes() == expected
     assert scatters == [1]
-
-
-def test_killed_worker_loses_and_duplicates_nothing(cluster, files, monkeypatch, tmp_path):
-    from arboreal.distributed import parse_files, stream_jobs
-    from arboreal.models.stream import StreamOptions
-
-    monkeypatch.setattr("arboreal.models.stream.BLOCK_BYTES", 4096)
-    monkeypatch.setattr("arboreal.distributed.SHARD_BYTES", 8192)
-    text = (files / "test.conllu").read_text(encoding="utf-8")
-    big = tmp_path / "big.conllu"
-    copies = 8
-    # sentence ids made unique, so that a lost or repeated sentence shows
-    big.write_text("".join(text.replace("# sent_id = ", f"# sent_id = c{k}-")
-                           for k in range(copies)), encoding="utf-8")
-    expected = _one_process(files, big, tmp_path / "one")
-    out = tmp_path / "dask.conllu"
-    done: list[int] = []
-    outcome: list = []
-
-    def run():
-        try:
-            outcome.append(parse_files(cluster, str(files / "m.model"),
-                                       stream_jobs([str(big)], [str(out)], StreamOptions()),
-                                       progress=done.append))
-        except BaseException as exc:   # reported by the test below
-            outcome.append(exc)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    victim = None
-    deadline = time.monotonic() + 60
-    while victim is None and thread.is_alive() and time.monotonic() < deadline:
-        if done:   # shards are coming back: kill a worker in the middle of one
-            busy = [w for w, keys in cluster.processing().items() if keys]
-            if busy:
-                victim = busy[0]
-                pid = cluster.run(os.getpid, workers=[victim])[victim]
-                os.kill(pid, signal.SIGKILL)
-        time.sleep(0.01)
-    thread.join(120)
-    assert victim is not None, "the parse ended before a worker could be killed"
-    assert len(outcome) == 1 and not isinstance(outcome[0], BaseException), outcome
-    assert outcome[0][0].sentences == 200 * copies
-    parsed = read_conllu(out)
-    assert [s.sent_id for s in parsed] == [s.sent_id for s in read_conllu(big)]
-    assert out.read_bytes() == expected
-    assert sum(done) == 200 * copies
-    cluster.wait_for_workers(2, timeout=60)   # the nanny restarted it
 
 
 def test_bad_input_is_a_one_line_error(cluster, files, small_shards, tmp_path, capsys):

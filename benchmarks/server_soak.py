@@ -32,7 +32,6 @@ did not complete).
 from __future__ import annotations
 
 import argparse
-import datetime as dt
 import http.client
 import json
 import os

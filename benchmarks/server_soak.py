@@ -23,7 +23,10 @@ What it does:
   /proc) is read after every 500 completed requests; growth is from the reading at
   1,000 requests to the one after the last request;
 * errors: any answer other than 200, 413 for an over-budget request, or 503 with
-  Retry-After (the designed answers), and any connection error.
+  Retry-After (the designed answers), and any connection error;
+* then, with the server idle, one client sends one-sentence requests one at a time
+  (``--probe-requests``, 300), and again while 2 other clients keep one 3,000-word
+  sentence each in flight: the same p99 comparison, without the 30 clients' load.
 
 Prints a table; ``--write`` puts it in docs/benchmarks.md and docs/reliability.md.
 The run stops issuing requests at ``--time-limit`` seconds (then the figures say it
@@ -283,6 +286,53 @@ class Soak:
         return time.monotonic() - self.start
 
 
+def probe(port: int, requests: int, with_long: bool, seed: int) -> list[tuple]:
+    """One client sending one-sentence requests one after the other (``requests`` of
+    them), alone on the server, or (``with_long``) while 2 clients send 3,000-word
+    sentences, which are in flight before the first probe request is sent. Records as
+    :class:`Soak`'s (the long requests' too)."""
+    records: list[tuple] = []
+    lock = threading.Lock()
+    stop = threading.Event()
+    sent = [threading.Event() for _ in range(2 if with_long else 0)]
+
+    def record(kind, conn, params, on_sent=None):
+        body, ctype = encode(params, False)
+        t0 = time.monotonic()
+        conn.request("POST", "/process", body, {"Content-Type": ctype})
+        if on_sent is not None:
+            on_sent.set()
+        response = conn.getresponse()
+        answer = response.read()
+        error = "" if response.status == 200 else f"{response.status}: {answer[:200]!r}"
+        with lock:
+            records.append((kind, t0, time.monotonic(), response.status, error))
+
+    def long_client(k: int) -> None:
+        requests_ = Requests(random.Random(k))
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=3600)
+        while not stop.is_set():
+            record("3,000-word sentence", conn, requests_.params("3,000-word sentence"),
+                   sent[k])
+        conn.close()
+
+    longs = [threading.Thread(target=long_client, args=(k,)) for k in range(len(sent))]
+    for t in longs:
+        t.start()
+    for event in sent:
+        event.wait()
+    rng = random.Random(seed)
+    short = Requests(rng)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=3600)
+    for _ in range(requests):
+        record("sentence", conn, short.params("sentence"))
+    conn.close()
+    stop.set()
+    for t in longs:
+        t.join()
+    return records
+
+
 # ------------------------------------------------------------------------ analysis
 
 def p99(values: list[float]) -> float:
@@ -324,7 +374,7 @@ def lscpu_head() -> str:
 
 
 def report(soak: Soak, wall: float, workers: int, max_seconds: float, load_before, load_after,
-           note: str) -> str:
+           note: str, probes: tuple[list, list]) -> str:
     records = soak.records
     kinds: dict[str, list] = {}
     for r in records:
@@ -360,6 +410,17 @@ def report(soak: Soak, wall: float, workers: int, max_seconds: float, load_befor
         ("3,000-word requests: median latency", f"{median(long_latencies):.1f} s"
          if long_latencies else "none ran", ""),
     ]
+    alone, _ = classify(probes[0])
+    _, beside = classify(probes[1])
+    errors += [r for r in probes[0] + probes[1] if r[4]]
+    rows += [
+        ("one client, one sentence at a time: p99 on the idle server",
+         f"{p99(alone) * 1000:.0f} ms ({len(alone):,} requests)", ""),
+        ("one client, one sentence at a time: p99 while 2 clients' 3,000-word requests run",
+         f"{p99(beside) * 1000:.0f} ms ({len(beside):,} requests)", ""),
+        ("ratio, one client", f"{p99(beside) / p99(alone):.2f}x", "at most 3x"),
+    ]
+    rows[2] = ("errors (other than the designed 413 and 503)", f"{len(errors)}", "0")
     table = "| measure | value | bar |\n|---|---|---|\n" + "\n".join(
         f"| {a} | {b} | {c} |" for a, b, c in rows)
     memory = ", ".join(f"{d:,}: {v / 1024:.1f}" for d, v in soak.rss)
@@ -372,8 +433,12 @@ def report(soak: Soak, wall: float, workers: int, max_seconds: float, load_befor
         "mixed (80% one sentence, 10% five sentences, 7% 300 words of raw text, "
         f"3% 5,000 words, over the budget) and, in the loaded phases, 2 sending one "
         "3,000-word sentence at a time: concurrency 32 (30 in the idle phases). Phases "
-        "by completed requests: idle 15%, loaded 35%, idle 15%, loaded 35%. See the "
-        "docstring of benchmarks/server_soak.py for the definitions.\n\n"
+        "by completed requests: idle 15%, loaded 35%, idle 15%, loaded 35%. The "
+        "3,000-word requests run at nice +10 (the server's design), so under the 30 "
+        "clients' load few of them complete. After the soak, a single client's "
+        f"{len(probes[0]) :,} one-sentence requests on the idle server, then beside 2 "
+        "clients' 3,000-word requests. See the docstring of benchmarks/server_soak.py "
+        "for the definitions.\n\n"
         f"{table}\n\n"
         f"Memory (MiB) by requests completed: {memory}.\n\n"
         f"Load average (1, 5, 15 min) before: {load_before}, after: {load_after}. "
@@ -395,6 +460,9 @@ def main() -> int:
     ap.add_argument("--time-limit", type=float, default=3600.0,
                     help="stop issuing requests after this many seconds")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--probe-requests", type=int, default=300,
+                    help="one-sentence requests of the single client, idle and beside the "
+                         "3,000-word requests, after the soak")
     ap.add_argument("--note", default="The machine is shared: other engineers' jobs ran "
                                       "during the soak (see the load average).")
     ap.add_argument("--write", action="store_true",
@@ -412,6 +480,8 @@ def main() -> int:
     try:
         soak = Soak(port, args.requests, args.seed, args.time_limit, proc.pid)
         wall = soak.run()
+        probes = (probe(port, args.probe_requests, False, args.seed + 1),
+                  probe(port, args.probe_requests, True, args.seed + 2))
     finally:
         proc.terminate()
         try:
@@ -420,9 +490,10 @@ def main() -> int:
             proc.kill()
     load_after = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     (args.work_dir / "records.json").write_text(json.dumps(
-        {"records": soak.records, "rss": soak.rss, "wall": wall}), encoding="utf-8")
+        {"records": soak.records, "rss": soak.rss, "wall": wall, "probes": probes}),
+        encoding="utf-8")
     body = report(soak, wall, args.workers, args.max_seconds, load_before, load_after,
-                  args.note)
+                  args.note, probes)
     print(body)
     if args.write:
         argv = sys.argv[1:]

@@ -25,8 +25,9 @@ What it does:
 * errors: any answer other than 200, 413 for an over-budget request, or 503 with
   Retry-After (the designed answers), and any connection error;
 * then, with the server idle, one client sends one-sentence requests one at a time
-  (``--probe-requests``, 300), and again while 2 other clients keep one 3,000-word
-  sentence each in flight: the same p99 comparison, without the 30 clients' load.
+  (``--probe-requests``, 100), and again while 2 other clients keep one 3,000-word
+  sentence each in flight, in ``--probe-rounds`` (4) alternating rounds: the same p99
+  comparison, without the 30 clients' load.
 
 Prints a table; ``--write`` puts it in docs/benchmarks.md and docs/reliability.md.
 The run stops issuing requests at ``--time-limit`` seconds (then the figures say it
@@ -436,9 +437,9 @@ def report(soak: Soak, wall: float, workers: int, max_seconds: float, load_befor
         "by completed requests: idle 15%, loaded 35%, idle 15%, loaded 35%. The "
         "3,000-word requests run at nice +10 (the server's design), so under the 30 "
         "clients' load few of them complete. After the soak, a single client's "
-        f"{len(probes[0]) :,} one-sentence requests on the idle server, then beside 2 "
-        "clients' 3,000-word requests. See the docstring of benchmarks/server_soak.py "
-        "for the definitions.\n\n"
+        "one-sentence requests, one at a time, on the idle server and beside 2 clients' "
+        "3,000-word requests, in alternating rounds. See the docstring of "
+        "benchmarks/server_soak.py for the definitions.\n\n"
         f"{table}\n\n"
         f"Memory (MiB) by requests completed: {memory}.\n\n"
         f"Load average (1, 5, 15 min) before: {load_before}, after: {load_after}. "
@@ -460,9 +461,11 @@ def main() -> int:
     ap.add_argument("--time-limit", type=float, default=3600.0,
                     help="stop issuing requests after this many seconds")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--probe-requests", type=int, default=300,
-                    help="one-sentence requests of the single client, idle and beside the "
-                         "3,000-word requests, after the soak")
+    ap.add_argument("--probe-requests", type=int, default=100,
+                    help="one-sentence requests of the single client in each round, idle "
+                         "and beside the 3,000-word requests, after the soak")
+    ap.add_argument("--probe-rounds", type=int, default=4,
+                    help="rounds of the single client's requests, idle then loaded")
     ap.add_argument("--note", default="The machine is shared: other engineers' jobs ran "
                                       "during the soak (see the load average).")
     ap.add_argument("--write", action="store_true",
@@ -480,8 +483,10 @@ def main() -> int:
     try:
         soak = Soak(port, args.requests, args.seed, args.time_limit, proc.pid)
         wall = soak.run()
-        probes = (probe(port, args.probe_requests, False, args.seed + 1),
-                  probe(port, args.probe_requests, True, args.seed + 2))
+        probes: tuple[list, list] = ([], [])
+        for r in range(args.probe_rounds):    # alternated: a drift of the load hits both
+            probes[0].extend(probe(port, args.probe_requests, False, args.seed + 2 * r + 1))
+            probes[1].extend(probe(port, args.probe_requests, True, args.seed + 2 * r + 2))
     finally:
         proc.terminate()
         try:

@@ -142,7 +142,8 @@ def run(args) -> int:
 
         def ready(urls: list[str]) -> None:
             print(f"arboreal: serving {len(names)} model(s) ({', '.join(names)}) on "
-                  f"{' '.join(urls)} with {workers} workers (Ctrl+C to stop)",
+                  f"{' '.join(urls)} with {workers} worker process"
+                  f"{'es' if workers > 1 else ''} (Ctrl+C to stop)",
                   file=sys.stderr, flush=True)
 
         return serve(app, host=args.host, port=args.port,

@@ -71,9 +71,11 @@ def wait_for(condition, what: str, timeout: float = HANG):
 
 class ProcessCluster:
     """A scheduler and ``workers`` single-threaded workers, each its own process
-    (``python -m dask scheduler|worker``), on ``host``; ``prefix`` runs each command
-    inside something (``ip netns exec NS``). ``config``: Dask settings as environment
-    variables (``DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES="0"``)."""
+    (``python -m dask scheduler|worker``), on ``host`` (workers on ``worker_host``);
+    ``scheduler_prefix`` and ``worker_prefix`` run the commands inside something (``ip
+    netns exec NS``). ``config``: Dask settings as environment variables
+    (``DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES="0"``). Each process's standard error
+    goes to ``folder/log-K``."""
 
     def __init__(self, folder: Path, workers: int = 2, host: str = "127.0.0.1",
                  worker_host: str | None = None, scheduler_prefix: tuple = (),
@@ -81,13 +83,25 @@ class ProcessCluster:
         self.folder = folder
         self.env = environment(**config)
         self.procs: list[subprocess.Popen] = []
+        self.logs: list = []
+        try:
+            self._start_all(workers, host, worker_host, scheduler_prefix, worker_prefix, port)
+        except BaseException:
+            self.close()
+            raise
+
+    def _start_all(self, workers, host, worker_host, scheduler_prefix, worker_prefix, port):
+        folder = self.folder
         scheduler_file = folder / "scheduler.json"
         self.scheduler = self._start([*scheduler_prefix, sys.executable, "-m", "dask",
                                       "scheduler", "--host", host, "--port", str(port),
                                       "--no-dashboard", "--scheduler-file",
                                       str(scheduler_file)])
-        info = wait_for(lambda: scheduler_file.exists() and _read_json(scheduler_file),
-                        "the scheduler")
+        info = wait_for(lambda: (scheduler_file.exists() and _read_json(scheduler_file))
+                        or self.scheduler.poll() is not None, "the scheduler")
+        if self.scheduler.poll() is not None:
+            raise AssertionError("the scheduler stopped: "
+                                 + (folder / "log-0").read_text(errors="replace")[-2000:])
         self.address = info["address"]
         self.workers = [self._start([*worker_prefix, sys.executable, "-m", "dask", "worker",
                                      self.address, "--nthreads", "1", "--no-nanny",
@@ -97,8 +111,9 @@ class ProcessCluster:
                         for k in range(workers)]
 
     def _start(self, argv: list[str]) -> subprocess.Popen:
-        proc = subprocess.Popen(argv, env=self.env, stdout=subprocess.DEVNULL,
-                                stderr=open(self.folder / f"log-{len(self.procs)}", "wb"))
+        log = open(self.folder / f"log-{len(self.procs)}", "wb")
+        self.logs.append(log)
+        proc = subprocess.Popen(argv, env=self.env, stdout=subprocess.DEVNULL, stderr=log)
         self.procs.append(proc)
         return proc
 
@@ -114,6 +129,8 @@ class ProcessCluster:
             if proc.poll() is None:
                 proc.send_signal(signal.SIGKILL)
             proc.wait(60)
+        for log in self.logs:
+            log.close()
 
 
 def _read_json(path: Path):

@@ -42,10 +42,3 @@ def make_app(folder: str):
 
     app.listing = LISTING
     return app
-
-
-def never_ready(folder: str):
-    """A factory whose worker never gets ready (it waits on a FIFO nobody opens)."""
-    with open(Path(folder) / "never", "rb") as fifo:
-        fifo.read()
-    raise AssertionError("unreachable")

@@ -13,16 +13,21 @@ crash in a kernel) takes no other request with it; and its priority can be lower
 :func:`arboreal.server.make_app`, parse a word to load the compiled kernels), then
 answering ``(method, query string, content type, body)`` requests with that
 application: ``(status, headers, body)``. They are started with the ``spawn`` method
-(a fresh interpreter: nothing inherited from the server's threads), ignore SIGINT and
-SIGTERM (the server stops them once its requests are answered) and end when the
-server closes their pipe, including when it is killed.
+(a fresh interpreter: nothing inherited from the server's threads), each in a session
+of its own (see below), ignore SIGINT and SIGTERM (the server stops them once its
+requests are answered) and end when the server closes their pipe, including when it
+is killed (a worker busy then ends once its request is done).
 
 **Scheduling.** A request of more than ``large_bytes`` bytes (body and query string;
 :data:`LARGE_REQUEST_BYTES`, 16 KiB: about 2,500 words of text, or 500 of CoNLL-U) is
 *large*. Large requests run on at most ``workers - 1`` workers at once, so that one
 worker is always left to small ones (with one worker, it is shared), and in a thread
 whose CPU priority is lowered by :data:`LARGE_NICE` (Linux), so that on a machine
-with fewer free cores than busy workers the small requests get the CPU first. A free
+with fewer free cores than busy workers the small requests get the CPU first. Where
+Linux groups processes by session for CPU time (autogroup scheduling, the default of
+desktop distributions), nice values count only within a session: each worker has a
+session of its own, so that long requests take CPU time from their own workers'
+shares and not from the share of the worker answering a short request. A free
 worker takes the oldest waiting small request, then the oldest large one.
 
 **Admission.** At most ``max_queue`` requests wait for a worker; one more is answered
@@ -158,6 +163,14 @@ def worker_main(conn, factory: Callable) -> None:
     it sends None or is closed."""
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, signal.SIG_IGN)
+    if hasattr(os, "setsid"):
+        # a session of its own: where the kernel shares the CPU between sessions first
+        # (Linux's autogroup scheduling), a worker busy with a long request then takes
+        # its time from its own share, not from that of the worker answering a short one
+        try:
+            os.setsid()
+        except OSError:
+            pass
     try:
         app = factory()
     except ArborealError as exc:

@@ -15,8 +15,9 @@ LISTING = {"models": {"fake": ["parser"]}, "default_model": "fake"}
 def make_app(folder: str):
     """A WSGI application for ``/process?do=ACTION&id=ID``:
 
-    - ``echo``: 200 with ``ID NICE`` (NICE: the nice value of the answering thread),
-      ID also appended to ``folder/order`` (the order the worker ran requests in);
+    - ``echo``: 200 with ``ID NICE PID SID`` (the nice value of the answering thread,
+      the worker's process and session ids), ID also appended to ``folder/order`` (the
+      order the worker ran requests in);
     - ``block``: creates ``folder/started-ID``, then waits until the test opens the FIFO
       ``folder/release-ID`` for writing and closes it; then as ``echo``;
     - ``die``: the worker process exits at once.
@@ -35,7 +36,7 @@ def make_app(folder: str):
         with open(base / "order", "a", encoding="utf-8") as f:
             f.write(ident + "\n")
         nice = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
-        body = f"{ident} {nice}".encode()
+        body = f"{ident} {nice} {os.getpid()} {os.getsid(0)}".encode()
         start_response("200 OK", [("Content-Type", "text/plain"),
                                   ("Content-Length", str(len(body)))])
         return [body]

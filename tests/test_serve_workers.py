@@ -197,6 +197,18 @@ def test_large_requests_run_at_a_lower_priority(scenario):
     assert int(s.request("small-again")[2].split()[1]) == small
 
 
+@pytest.mark.skipif(not hasattr(os, "setsid"), reason="sessions: POSIX")
+def test_each_worker_is_a_session_of_its_own(scenario):
+    s = scenario(2)
+    s.send("held", "block")
+    s.started("held")                   # the other worker answers the next ones
+    _, _, pid, sid = s.request("free")[2].split()
+    assert int(sid) == int(pid) != os.getsid(0)
+    s.release("held")
+    _, _, pid2, sid2 = s.answer("held")[2].split()
+    assert int(sid2) == int(pid2) != int(pid)
+
+
 def test_a_worker_that_cannot_start_is_an_error(tmp_path):
     from arboreal.errors import ArborealError
     from arboreal.server_workers import load_app

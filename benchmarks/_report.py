@@ -47,9 +47,11 @@ def command_line(script: str, argv: list[str], note: str = "") -> str:
         "..." if note and a == note else a for a in argv)
 
 
-def write_section(name: str, title: str, command: str, body: str) -> None:
+def write_section(name: str, title: str, command: str, body: str,
+                  doc: Path | None = None) -> None:
     """Replace section ``name`` where it is (docs/benchmarks-archive.md or
-    docs/benchmarks.md), or append it to docs/benchmarks.md."""
+    docs/benchmarks.md), or append it to docs/benchmarks.md; with ``doc``, replace or
+    append it in that page instead (a figure an issue asks for in another page too)."""
     today = _dt.date.today().isoformat()
     section = (
         f"<!-- BEGIN {name} -->\n<a id=\"{name}\"></a>\n## {title}\n\n"
@@ -57,8 +59,8 @@ def write_section(name: str, title: str, command: str, body: str) -> None:
         f"{body.rstrip()}\n<!-- END {name} -->\n"
     )
     pattern = re.compile(rf"<!-- BEGIN {re.escape(name)} -->.*?<!-- END {re.escape(name)} -->\n?", re.S)
-    target = DOC
-    if ARCHIVE.exists() and pattern.search(ARCHIVE.read_text(encoding="utf-8")):
+    target = DOC if doc is None else doc
+    if doc is None and ARCHIVE.exists() and pattern.search(ARCHIVE.read_text(encoding="utf-8")):
         target = ARCHIVE
     text = target.read_text(encoding="utf-8") if target.exists() else HEADER
     if pattern.search(text):

@@ -1,12 +1,10 @@
 """arboreal on a Dask cluster: ``parse --scheduler`` gives the one-process output byte for
-byte (also when a worker is killed mid-run), ``train --scheduler`` trains by iterative
-parameter mixing (one shard: exactly single-machine training)."""
+byte, ``train --scheduler`` trains by iterative parameter mixing (one shard: exactly
+single-machine training). Killed workers, a vanished scheduler and workers at another
+address: tests/test_distributed_faults.py."""
 from __future__ import annotations
 
 import logging
-import os
-import signal
-import threading
 import warnings
 from pathlib import Path
 
@@ -144,64 +142,6 @@ def test_model_sent_only_to_workers_without_it(cluster, files, small_shards, mon
     monkeypatch.setattr(dist, "cached_digest", lambda: digest)   # a stale answer
     assert main(argv) == 0 and (tmp_path / "dask").read_bytes() == expected
     assert scatters == [1]
-
-
-def test_killed_worker_loses_and_duplicates_nothing(cluster, files, monkeypatch, tmp_path):
-    from arboreal.distributed import parse_files, stream_jobs
-    from arboreal.models.stream import StreamOptions
-
-    monkeypatch.setattr("arboreal.models.stream.BLOCK_BYTES", 4096)
-    monkeypatch.setattr("arboreal.distributed.SHARD_BYTES", 8192)
-    text = (files / "test.conllu").read_text(encoding="utf-8")
-    big = tmp_path / "big.conllu"
-    copies = 8
-    # sentence ids made unique, so that a lost or repeated sentence shows
-    big.write_text("".join(text.replace("# sent_id = ", f"# sent_id = c{k}-")
-                           for k in range(copies)), encoding="utf-8")
-    expected = _one_process(files, big, tmp_path / "one")
-    out = tmp_path / "dask.conllu"
-    done: list[int] = []
-    outcome: list = []
-    first_shard, killed = threading.Event(), threading.Event()
-
-    def progress(sentences: int) -> None:
-        # no race with the machine's load: after the first shard the parse waits here
-        # until a worker has been killed, so the shards submitted ahead are still on the
-        # workers (being parsed, or parsed and not yet fetched) when one dies
-        done.append(sentences)
-        if len(done) == 1:
-            first_shard.set()
-            killed.wait(600)
-
-    def run():
-        try:
-            outcome.append(parse_files(cluster, str(files / "m.model"),
-                                       stream_jobs([str(big)], [str(out)], StreamOptions()),
-                                       progress=progress))
-        except BaseException as exc:   # reported by the test below
-            outcome.append(exc)
-
-    thread = threading.Thread(target=run)
-    thread.start()
-    victim = None
-    try:
-        assert first_shard.wait(600), "no shard came back"
-        busy = [w for w, keys in cluster.processing().items() if keys]
-        holding = [w for w, keys in cluster.has_what().items()
-                   if any(str(k).startswith("parse_shard") for k in keys)]
-        victim = (busy or holding)[0]      # one in the middle of a shard if there is one
-        pid = cluster.run(os.getpid, workers=[victim])[victim]
-        os.kill(pid, signal.SIGKILL)
-    finally:
-        killed.set()
-        thread.join(600)
-    assert len(outcome) == 1 and not isinstance(outcome[0], BaseException), outcome
-    assert outcome[0][0].sentences == 200 * copies
-    parsed = read_conllu(out)
-    assert [s.sent_id for s in parsed] == [s.sent_id for s in read_conllu(big)]
-    assert out.read_bytes() == expected
-    assert sum(done) == 200 * copies
-    cluster.wait_for_workers(2, timeout=60)   # the nanny restarted it
 
 
 def test_bad_input_is_a_one_line_error(cluster, files, small_shards, tmp_path, capsys):

@@ -30,6 +30,7 @@ SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample"
 TEXT = ("The cleric will speak today. He arrived in Baghdad yesterday.\n\n"
         "A new paragraph starts here.")
 LIMIT = 64 * 1024
+MAX_WORDS = 3000
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +87,7 @@ def stop_server(proc: subprocess.Popen, send: bool = True) -> tuple[int, str]:
 @pytest.fixture(scope="module")
 def url(files):
     proc, base = start_server(f"en-ewt={files / 'm.npz'}", "--max-request-bytes", "64K",
-                              "--threads", "4")
+                              "--workers", "2", "--max-words", str(MAX_WORDS))
     yield base
     rc, err = stop_server(proc)
     assert rc == 0, err
@@ -252,8 +253,9 @@ def test_bad_requests_other_shapes(url):
 
 
 def test_body_over_the_limit(url):
-    ok = "tokenizer=&output=horizontal&data=" + "word " * ((LIMIT - 40) // 5)
-    assert len(ok) <= LIMIT
+    word = "w" * 29 + " "              # long words: under the word budget
+    ok = "tokenizer=&output=horizontal&data=" + word * ((LIMIT - 40) // len(word))
+    assert len(ok) <= LIMIT and len(ok.split()) < MAX_WORDS
     assert process(url, {}, "form")[0] == 400                       # sanity: 'data' missing
     code, _, _ = request(url + "process", ok.encode(), {"Content-Type":
                                                         "application/x-www-form-urlencoded"})
@@ -261,6 +263,27 @@ def test_body_over_the_limit(url):
     big, headers = multipart({"data": "word " * (LIMIT // 4), "tokenizer": ""})
     code, ctype, body = request(url + "process", big, headers)
     assert code == 413 and ctype.startswith("text/plain")
+
+
+def test_word_budget_is_413_with_the_reason(url):
+    words = " ".join(["word"] * MAX_WORDS)
+    assert process(url, {"data": words, "input": "horizontal"}, "form")[0] == 200
+    code, ctype, body = process(url, {"data": words + " more", "input": "horizontal"}, "form")
+    assert code == 413 and ctype.startswith("text/plain")
+    assert f"The data has {MAX_WORDS + 1} words; this server takes at most {MAX_WORDS}" \
+        in body.decode("utf-8")
+    # counted once tokenized: 1,600 words of text in 3,200 tokens
+    code, _, body = process(url, {"data": "word. " * 1600, "tokenizer": ""}, "form")
+    assert code == 413 and b"The data has 3200 words" in body
+
+
+def test_lf_only_multipart_is_accepted(url):
+    fields = {"data": TEXT, "tokenizer": "", "tagger": "", "parser": ""}
+    body, headers = multipart(fields)
+    assert b"\r" not in TEXT.encode() and body.count(b"\r\n") > 4
+    lf_only = body.replace(b"\r\n", b"\n")
+    assert result_of(*request(url + "process", lf_only, headers)) == \
+        result_of(*request(url + "process", body, headers))
 
 
 def test_concurrent_requests(url, files):

@@ -6,14 +6,20 @@ model files). What it does depends on what the name points to:
 - a new path, or an existing regular file (through any chain of symbolic links):
   the data goes to a temporary file in the final target's folder, which is then
   renamed over it, so a reader sees the old file or the complete new one, never a
-  partial one; on any error or interruption (KeyboardInterrupt, the SIGTERM that
-  the command line turns into :class:`Terminated`) the temporary file is removed;
+  partial one; the data is flushed to the disk (``fsync``) before the rename, so a
+  full disk or an exceeded quota that a filesystem reports late (at ``fsync`` or
+  ``close`` rather than ``write``: NFS, FUSE, some delayed-allocation filesystems)
+  is still caught before the old file is replaced; on any error or interruption
+  (KeyboardInterrupt, the SIGTERM that the command line turns into
+  :class:`Terminated`) the temporary file is removed;
 - anything else (a character device such as ``/dev/null`` or ``/dev/full``, a FIFO,
   ``/dev/stdout``, a bash process substitution ``>(cmd)``, a socket): written in
   place, streaming, like ``open(path, "wb")``; a rename would replace the device
   or pipe by a regular file.
 
-Every error names the path the user gave, never the hidden temporary file.
+Every error names the path the user gave, never the hidden temporary file. A full
+disk or an exceeded quota (``ENOSPC``, ``EDQUOT``) while replacing a file is said
+in one place, :func:`_user_error`, with what became of the file.
 """
 from __future__ import annotations
 
@@ -38,9 +44,18 @@ class Terminated(BaseException):
     clean-up run as they do for Ctrl-C."""
 
 
-def _user_error(exc: OSError, path: str | os.PathLike) -> OSError:
-    """The same OS error, naming the user's ``path`` instead of a temporary file."""
-    return OSError(exc.errno, exc.strerror or str(exc), os.fspath(path))
+#: the errors of a full disk or an exceeded disk quota
+NO_SPACE = frozenset(e for e in (errno.ENOSPC, getattr(errno, "EDQUOT", None)) if e is not None)
+
+
+def _user_error(exc: OSError, path: str | os.PathLike, replacing: bool = False) -> OSError:
+    """The same OS error, naming the user's ``path`` instead of a temporary file. With
+    ``replacing`` (the error came while the temporary file was written, before the
+    rename), a full disk or quota says that ``path`` was left as it was."""
+    message = exc.strerror or str(exc)
+    if replacing and exc.errno in NO_SPACE:
+        message += " (nothing was written; the file is unchanged)"
+    return OSError(exc.errno, message, os.fspath(path))
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -> None:
@@ -50,9 +65,10 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -
     replaced atomically: temporary file in the target's folder, then ``os.replace``.
     A replaced file keeps its permission bits; a new one gets those a plain
     ``open(path, "w")`` would give (0o666 minus the umask; ``mkstemp`` alone would
-    leave 0o600). Devices, FIFOs and other special files are written in place.
-    An interruption at any point after the temporary file is made removes it.
-    OSError (naming ``path``) on failure; nothing is left behind.
+    leave 0o600). The data is fsync'ed before the rename. Devices, FIFOs and other
+    special files are written in place. An interruption at any point after the
+    temporary file is made removes it. OSError (naming ``path``) on failure; nothing
+    is left behind, and a replaced file is intact.
     """
     try:
         info = os.stat(path)                       # follows symbolic links
@@ -95,6 +111,8 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -
             raise FileExistsError(errno.EEXIST, "no free temporary file name", str(target.parent))
         with os.fdopen(fd, "wb") as f:
             write(f)
+            f.flush()
+            os.fsync(f.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, target)
     except BaseException as exc:
@@ -104,5 +122,5 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -
             except OSError:
                 pass
         if isinstance(exc, OSError) and exc.filename in (None, tmp, str(target)):
-            raise _user_error(exc, path) from None
+            raise _user_error(exc, path, replacing=True) from None
         raise

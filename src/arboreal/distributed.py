@@ -37,7 +37,10 @@ restarted or joined since) comes back :data:`NO_MODEL` and is sent again with th
 
 **Failures**: a shard that raises is retried (:data:`RETRIES`); a worker that dies
 (killed, out of memory) has its shards rerun elsewhere by the scheduler (up to
-``distributed.scheduler.allowed-failures`` deaths per shard, then a one-line error).
+``distributed.scheduler.allowed-failures`` deaths per shard, then a one-line error,
+exit status 2, and no output file); a scheduler that goes away ends the command with
+one line and exit status 2, and no output file. (Parameter mixing runs an epoch again
+when a worker died with data it needed: :mod:`arboreal.learn.mixing`.)
 Since the client writes each shard's result once, in input order, a redone shard
 never loses or duplicates a sentence. Bad input in a shard is not a failure but an
 answer: the worker returns the same one-line message ``arboreal parse`` gives
@@ -90,6 +93,11 @@ def dask_client(scheduler: str, workers: int | None = None, **cluster_options):
     exit. ArborealError when the scheduler cannot be reached."""
     distributed = import_distributed()
     cluster = client = None
+    # the client's own error log (a lost scheduler, retried connections) would add lines
+    # to the one-line error that the command gives for it
+    client_log = logging.getLogger("distributed.client")
+    level = client_log.level
+    client_log.setLevel(logging.CRITICAL)
     try:
         try:
             if scheduler == "local":
@@ -111,10 +119,13 @@ def dask_client(scheduler: str, workers: int | None = None, **cluster_options):
             raise ArborealError(f"cannot {where}: {exc}") from None
         yield client
     finally:
-        if client is not None:
-            client.close()
-        if cluster is not None:
-            cluster.close()
+        try:
+            if client is not None:
+                client.close()
+            if cluster is not None:
+                cluster.close()
+        finally:
+            client_log.setLevel(level)
 
 
 def threads(client) -> int:
@@ -130,10 +141,35 @@ def check_client(client) -> None:
         raise ArborealError(f"the Dask cluster has no workers: {exc}") from None
 
 
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else exc.__class__.__name__
+
+
+def scheduler_lost(exc: BaseException, client=None) -> bool:
+    """Whether ``exc`` (or ``client``'s state) says the client lost its scheduler."""
+    from distributed.comm import CommClosedError
+
+    if client is not None and getattr(client, "status", "running") != "running":
+        return True                 # "connecting": reconnecting to a scheduler gone
+    return isinstance(exc, CommClosedError) or "scheduler-connection-lost" in str(exc) \
+        or "lost the connection to the scheduler" in str(exc)
+
+
+def lost_data(exc: BaseException, client) -> bool:
+    """Whether ``exc`` is a task cancelled because data it needed was lost with a
+    worker, on a cluster that is still there (worth running the work again)."""
+    import concurrent.futures
+
+    return isinstance(exc, concurrent.futures.CancelledError) and \
+        not scheduler_lost(exc, client)
+
+
 @contextmanager
-def dask_errors(what: str):
-    """Dask's errors about lost workers, tasks or data as one-line ArborealErrors
-    naming ``what`` was being done."""
+def dask_errors(what: str, client=None):
+    """Dask's errors about lost workers, tasks, data or scheduler as one-line
+    ArborealErrors naming ``what`` was being done (``client``: the client, whose state
+    tells a lost scheduler from a lost worker)."""
     import concurrent.futures
 
     from distributed import KilledWorker
@@ -143,11 +179,15 @@ def dask_errors(what: str):
         yield
     except KilledWorker as exc:
         raise ArborealError(f"{what}: Dask workers died while running a task, too many "
-                            f"times to retry it ({exc})") from None
+                            f"times to retry it ({_first_line(exc)})") from None
     except (CommClosedError, concurrent.futures.CancelledError) as exc:
+        if scheduler_lost(exc, client):
+            raise ArborealError(f"{what}: the connection to the Dask scheduler was lost "
+                                f"({exc.__class__.__name__}: {_first_line(exc)}); did it "
+                                "stop?") from None
         raise ArborealError(f"{what}: the Dask cluster lost a task or its data "
-                            f"({exc.__class__.__name__}: {exc}); did a worker or the "
-                            "scheduler stop?") from None
+                            f"({exc.__class__.__name__}: {_first_line(exc)}); did a worker "
+                            "stop?") from None
 
 
 # ----------------------------------------------------------------------------- workers
@@ -269,7 +309,7 @@ class _ModelOnCluster:
         self.digest = hashlib.sha256(self.data).hexdigest()
         self.client = client
         self.future = None
-        with dask_errors("asking the workers for their model"):
+        with dask_errors("asking the workers for their model", client):
             held = client.run(cached_digest)
         if not held or any(d != self.digest for d in held.values()):
             self.send()
@@ -277,7 +317,7 @@ class _ModelOnCluster:
     def send(self) -> None:
         """Scatter the bytes to every worker, if not done yet."""
         if self.future is None:
-            with dask_errors("sending the model to the workers"):
+            with dask_errors("sending the model to the workers", self.client):
                 self.future = self.client.scatter(self.data, broadcast=True, hash=False)
 
     def release(self) -> None:
@@ -333,7 +373,7 @@ class _Window:
                 raise item
             while True:
                 try:
-                    with dask_errors(f"{name}: the shard from line {line}"):
+                    with dask_errors(f"{name}: the shard from line {line}", self.client):
                         try:
                             result = item.result()
                         except KilledWorker:

@@ -49,22 +49,24 @@ Errors, as UDPipe's servers answer them: a ``text/plain`` message with status 40
 (missing ``data``, unknown model or format, a step the model lacks, malformed
 input, text or parameters that are not UTF-8, an unsupported body type), 404 (an
 unknown URL), 405 (a method other than GET, HEAD and POST), 413 (a body over the
-size limit) and 500 (a bug; the traceback is logged, on the server's standard error).
-Every answer carries ``Access-Control-Allow-Origin: *`` as UDPipe's do.
+size limit, or data over the word budget), 503 with ``Retry-After`` (the queue is
+full, the time budget ran out, a worker died: :mod:`arboreal.server_workers`) and 500
+(a bug; the traceback is logged, on the server's standard error). Every answer carries
+``Access-Control-Allow-Origin: *`` as UDPipe's do.
 
-Each model is guarded by a lock: a model keeps counters and caches while it
-parses, so two requests for one model run one after the other, while requests
-for different models run in parallel (and requests still read, parse their
-parameters and format their answers concurrently).
+:func:`make_app` answers in the calling process; each model is guarded by a lock (a
+model keeps counters and caches while it parses), so two requests for one model run
+one after the other. ``arboreal serve`` runs :func:`make_pool_app` instead: requests
+are answered by worker processes (:mod:`arboreal.server_workers`), each holding every
+model, so that a long request does not hold up short ones.
 """
 from __future__ import annotations
 
-import base64
+import email.errors
 import email.message
 import io
 import json
 import logging
-import quopri
 import re
 import signal
 import threading
@@ -187,50 +189,79 @@ def _header_params(name: str, value: str) -> email.message.Message:
     return m
 
 
+#: RFC 2046's boundary characters (1 to 70 of them; we take up to 200, as clients vary)
+_BOUNDARY = re.compile(r"[0-9A-Za-z'()+_,\-./:=? ]{1,200}")
+#: defects of a multipart body that make its fields unreliable
+_BROKEN_MULTIPART = (email.errors.StartBoundaryNotFoundDefect,
+                     email.errors.CloseBoundaryNotFoundDefect,
+                     email.errors.NoBoundaryInMultipartDefect,
+                     email.errors.MultipartInvariantViolationDefect,
+                     email.errors.MissingHeaderBodySeparatorDefect)
+_TRANSFER_ENCODINGS = ("7bit", "8bit", "binary", "base64", "quoted-printable")
+
+
+def _raw_header_policy():
+    """The standard library's compat32 MIME policy, except that a header is handed
+    over as the parser read it (bytes past ASCII as surrogate escapes, which we turn
+    back into UTF-8) rather than as a lossy ``Header`` object."""
+    import email.policy
+
+    class RawHeaders(email.policy.Compat32):
+        def header_fetch_parse(self, name, value):
+            return value
+
+    return RawHeaders()
+
+
 def parse_multipart(body: bytes, boundary: str) -> dict[str, bytes]:
-    """The fields of a ``multipart/form-data`` body (RFC 7578): name -> raw bytes
-    (a file field's content, as any other). Parts in base64 or quoted-printable
-    transfer encoding are decoded. HTTPError 400 for a malformed body."""
-    if not boundary or len(boundary) > 200:
+    """The fields of a ``multipart/form-data`` body (RFC 7578): name (UTF-8) -> raw bytes
+    (a file field's content, as any other). Parsed by the standard library's MIME
+    parser (``email.parser``), which takes CRLF, LF-only and mixed line ends alike
+    (RFC 7578 asks for CRLF; hand-made bodies often have LF). Parts in base64 or
+    quoted-printable transfer encoding are decoded. HTTPError 400 for a malformed
+    body: no opening or closing boundary, a part without a name or a header block,
+    a nested multipart, bad base64, an unknown transfer encoding."""
+    import email.parser
+    import email.utils
+
+    if not _BOUNDARY.fullmatch(boundary or "") or boundary.endswith(" "):
         raise _bad("Cannot parse the multipart/form-data payload: bad boundary.")
-    delimiter = b"\r\n--" + boundary.encode("latin-1")
-    chunks = (b"\r\n" + body).split(delimiter)
+    head = f'Content-Type: multipart/form-data; boundary="{boundary}"\r\n\r\n'
+    message = email.parser.BytesParser(policy=_raw_header_policy()).parsebytes(
+        head.encode("ascii") + body)
+    if not message.is_multipart() or any(isinstance(d, _BROKEN_MULTIPART)
+                                         for d in message.defects):
+        raise _bad("Cannot parse the multipart/form-data payload: no opening or closing "
+                   "boundary.")
     fields: dict[str, bytes] = {}
-    closed = False
-    for chunk in chunks[1:]:                       # chunks[0]: the preamble
-        if chunk.startswith(b"--"):                # the close delimiter
-            closed = True
-            break
-        eol = chunk.find(b"\r\n")
-        end = chunk.find(b"\r\n\r\n", max(eol, 0))
-        if eol < 0 or end < 0 or chunk[:eol].strip(b" \t"):
-            raise _bad("Cannot parse the multipart/form-data payload.")
-        headers: dict[str, str] = {}
-        for line in chunk[eol + 2: end].split(b"\r\n"):
-            key, sep, value = line.decode("latin-1").partition(":")
-            if not sep:
-                raise _bad("Cannot parse the multipart/form-data payload: bad part header.")
-            headers[key.strip().lower()] = value.strip()
-        content = chunk[end + 4:]
-        disposition = headers.get("content-disposition", "")
-        name = _header_params("Content-Disposition", disposition).get_param(
-            "name", header="content-disposition")
+    for part in message.get_payload():
+        if part.is_multipart():
+            raise _bad("Cannot parse the multipart/form-data payload: a nested multipart "
+                       "part.")
+        if any(isinstance(d, _BROKEN_MULTIPART) for d in part.defects):
+            raise _bad("Cannot parse the multipart/form-data payload: bad part header.")
+        name = part.get_param("name", header="content-disposition")
+        if isinstance(name, tuple):          # RFC 2231: name*=utf-8''...
+            name = email.utils.collapse_rfc2231_value(name)
         if not isinstance(name, str):
             raise _bad("Cannot parse the multipart/form-data payload: a part has no name.")
-        encoding = headers.get("content-transfer-encoding", "binary").lower()
-        if encoding == "base64":
-            try:
-                content = base64.b64decode(content)
-            except ValueError:
-                raise _bad("Cannot parse the multipart/form-data payload: bad base64.") from None
-        elif encoding == "quoted-printable":
-            content = quopri.decodestring(content)
-        elif encoding not in ("7bit", "8bit", "binary"):
+        try:   # the header's bytes, which the parser kept as surrogate escapes, as UTF-8
+            name = name.encode("ascii", "surrogateescape").decode("utf-8")
+        except UnicodeEncodeError:       # decoded already (RFC 2231)
+            pass
+        except UnicodeDecodeError:
+            raise _bad("A parameter name is not valid UTF-8.") from None
+        encoding = str(part.get("content-transfer-encoding", "binary")).strip().lower()
+        if encoding not in _TRANSFER_ENCODINGS:
             raise _bad(f"Unsupported Content-Transfer-Encoding '{encoding}' of a "
                        "multipart/form-data part.")
-        fields[name] = content
-    if not closed:
-        raise _bad("Cannot parse the multipart/form-data payload: no closing boundary.")
+        content = part.get_payload(decode=True)
+        if any(isinstance(d, (email.errors.InvalidBase64CharactersDefect,
+                              email.errors.InvalidBase64PaddingDefect,
+                              email.errors.InvalidBase64LengthDefect))
+               for d in part.defects):
+            raise _bad("Cannot parse the multipart/form-data payload: bad base64.")
+        fields[name] = content if content is not None else b""
     return fields
 
 
@@ -280,8 +311,7 @@ def request_params(environ: dict, max_bytes: int) -> dict[str, str]:
         if not isinstance(boundary, str):
             raise _bad("Cannot parse the multipart/form-data payload: no boundary.")
         for name, value in parse_multipart(body, boundary).items():
-            params[_utf8(name.encode("latin-1", "replace"), "parameter name")] = \
-                _utf8(value, f"parameter '{name}'")
+            params[name] = _utf8(value, f"parameter '{name}'")
     elif body:
         raise _bad(f"Unsupported payload Content-Type '{ctype or '<none>'}': use "
                    "application/x-www-form-urlencoded or multipart/form-data.")
@@ -446,9 +476,18 @@ def format_output(sentences: list, output: str) -> str:
 # the application
 
 
-def process(served: ServedModel, params: dict[str, str]) -> str:
+def too_many_words(words: int, max_words: int) -> HTTPError:
+    """The 413 answer to a request of ``words`` words, over ``max_words``."""
+    return HTTPError("413 Request Entity Too Large",
+                     f"The data has {words} words; this server takes at most {max_words} "
+                     "words per request (--max-words): send the text in parts.")
+
+
+def process(served: ServedModel, params: dict[str, str], max_words: int | None = None) -> str:
     """The ``result`` of a ``/process`` request for ``served`` (HTTPError 400 for a
-    request the model cannot serve or malformed input)."""
+    request the model cannot serve or malformed input; 413 when the input has more
+    than ``max_words`` words, counted once read or tokenized, before tagging and
+    parsing)."""
     from arboreal.models.pipeline import complete_tags
 
     model = served.model
@@ -480,6 +519,9 @@ def process(served: ServedModel, params: dict[str, str]) -> str:
                 sentences = read_vertical(data)
             else:
                 sentences = read_conllu_text(data)
+            words = sum(len(s) for s in sentences)
+            if max_words is not None and words > max_words:
+                raise too_many_words(words, max_words)
             if tag:
                 sentences = complete_tags(model, sentences, retag=True)
             if parse and sentences:
@@ -506,29 +548,10 @@ def _json(start_response, value: object) -> list[bytes]:
     return [body]
 
 
-def make_app(models: dict[str, object], default_model: str | None = None,
-             max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
-             acknowledgements: Iterable[str] = ()) -> Callable:
-    """The WSGI application serving ``models`` (name -> loaded model, in the order
-    ``/models`` lists them) with UDPipe's REST API (see the module docstring).
-
-    ``default_model``: the name used when a request names none (default: the first).
-    ``max_request_bytes``: larger request bodies are answered 413.
-    ``acknowledgements``: the list every ``/process`` answer carries.
-    """
-    if not models:
-        raise ValueError("no models to serve")
-    served = {name: m if isinstance(m, ServedModel) else ServedModel(name, m)
-              for name, m in models.items()}
-    table = _model_table(served)
-    default = default_model if default_model is not None else next(iter(served))
-    if default not in table:
-        raise ArborealError(f"--default-model {default!r} is none of the models served "
-                            f"({', '.join(served)})")
-    default_served = table[default]
-    acks = list(acknowledgements)
-    listing = {"models": {name: s.components for name, s in served.items()},
-               "default_model": default_served.name}
+def _application(listing: dict, process_request: Callable) -> Callable:
+    """The WSGI application: ``/`` and ``/models`` (``listing``) answered here,
+    ``/process`` by ``process_request(environ, start_response)``; HTTPError and
+    unexpected errors turned into plain-text answers."""
 
     def handle(environ: dict, start_response) -> list[bytes]:
         method = environ.get("REQUEST_METHOD", "GET")
@@ -543,14 +566,7 @@ def make_app(models: dict[str, object], default_model: str | None = None,
         if path != "/process":
             raise HTTPError("404 Not Found", f"No handler for the URL '{path}': use "
                             "/models or /process.")
-        params = request_params(environ, max_request_bytes)
-        name = params.get("model", "")
-        chosen = table.get(name) if name else default_served
-        if chosen is None:
-            raise _bad(f"Requested model '{name}' does not exist.")
-        result = process(chosen, params)
-        return _json(start_response, {"model": chosen.name, "acknowledgements": acks,
-                                      "result": result})
+        return process_request(environ, start_response)
 
     def app(environ: dict, start_response) -> list[bytes]:
         try:
@@ -567,8 +583,68 @@ def make_app(models: dict[str, object], default_model: str | None = None,
             return _plain(start_response, "500 Internal Server Error",
                           "An internal error occurred during processing.\n")
 
+    app.listing = listing          # type: ignore[attr-defined]
+    return app
+
+
+def make_app(models: dict[str, object], default_model: str | None = None,
+             max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+             acknowledgements: Iterable[str] = (), max_words: int | None = None) -> Callable:
+    """The WSGI application serving ``models`` (name -> loaded model, in the order
+    ``/models`` lists them) with UDPipe's REST API (see the module docstring), in this
+    process (requests for one model take turns).
+
+    ``default_model``: the name used when a request names none (default: the first).
+    ``max_request_bytes``: larger request bodies are answered 413.
+    ``acknowledgements``: the list every ``/process`` answer carries.
+    ``max_words``: requests whose data has more words are answered 413 (None: no limit).
+    ``app.listing`` is the ``/models`` answer; ``app.models`` the served models.
+    """
+    if not models:
+        raise ValueError("no models to serve")
+    served = {name: m if isinstance(m, ServedModel) else ServedModel(name, m)
+              for name, m in models.items()}
+    table = _model_table(served)
+    default = default_model if default_model is not None else next(iter(served))
+    if default not in table:
+        raise ArborealError(f"--default-model {default!r} is none of the models served "
+                            f"({', '.join(served)})")
+    default_served = table[default]
+    acks = list(acknowledgements)
+    listing = {"models": {name: s.components for name, s in served.items()},
+               "default_model": default_served.name}
+
+    def process_request(environ: dict, start_response) -> list[bytes]:
+        params = request_params(environ, max_request_bytes)
+        name = params.get("model", "")
+        chosen = table.get(name) if name else default_served
+        if chosen is None:
+            raise _bad(f"Requested model '{name}' does not exist.")
+        result = process(chosen, params, max_words)
+        return _json(start_response, {"model": chosen.name, "acknowledgements": acks,
+                                      "result": result})
+
+    app = _application(listing, process_request)
     app.models = served            # type: ignore[attr-defined]
     return app
+
+
+def make_pool_app(pool, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> Callable:
+    """The WSGI application of ``arboreal serve``: ``/process`` requests handed to the
+    worker processes of ``pool`` (:class:`arboreal.server_workers.WorkerPool`, started),
+    which answer them as :func:`make_app` does; ``/`` and ``/models`` answered here.
+    The body is read here (413 over ``max_request_bytes``) and parsed in the worker."""
+
+    def process_request(environ: dict, start_response) -> list[bytes]:
+        method = environ.get("REQUEST_METHOD", "GET")
+        body = read_body(environ, max_request_bytes) if method == "POST" else b""
+        request = (method, environ.get("QUERY_STRING", ""), environ.get("CONTENT_TYPE", ""),
+                   body)
+        status, headers, answer = pool.run(request, len(body) + len(request[1]))
+        start_response(status, headers)
+        return [answer]
+
+    return _application(pool.listing, process_request)
 
 
 # ----------------------------------------------------------------------------

@@ -28,10 +28,25 @@ def _size(value: str) -> int:
 
 _port = int_in(0, 65535, "a port number")
 _threads = int_in(1)
+_workers = int_in(1, 256)
+_queue = int_in(0, 100_000)
+_words = int_in(1)
+
+
+def _seconds(value: str) -> float:
+    try:
+        v = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {value!r}") from None
+    if not 0 < v < 1e6:
+        raise argparse.ArgumentTypeError(f"must be more than 0 seconds: {value!r}")
+    return v
 
 
 def add_parser(subparsers) -> None:
     from arboreal.server import DEFAULT_MAX_REQUEST_BYTES, DEFAULT_PORT
+    from arboreal.server_workers import (DEFAULT_MAX_QUEUE, DEFAULT_MAX_SECONDS,
+                                         DEFAULT_MAX_WORDS, LARGE_REQUEST_BYTES)
 
     p = subparsers.add_parser(
         "serve", help="serve models over HTTP with UDPipe's REST API",
@@ -43,8 +58,11 @@ def add_parser(subparsers) -> None:
                     "-F tokenizer= -F tagger= -F parser= http://127.0.0.1:8001/process. "
                     "A line 'arboreal: serving ... on URL' on standard error says the "
                     "server is ready; SIGINT (Ctrl+C) or SIGTERM stops it once the "
-                    "requests in progress are answered. Needs waitress: "
-                    "pip install 'arboreal[serve]'.")
+                    "requests in progress are answered. Requests are answered by "
+                    "--workers processes, each holding the models; a request over "
+                    f"{LARGE_REQUEST_BYTES >> 10} KiB never takes the last free worker "
+                    "and runs at a lower CPU priority, so long texts do not hold up "
+                    "short ones. Needs waitress: pip install 'arboreal[serve]'.")
     p.add_argument("models", metavar="MODEL", nargs="+",
                    help="model file written by 'arboreal train', or NAME=PATH; the name "
                         "(default: the file name without its extension) is what requests "
@@ -57,9 +75,23 @@ def add_parser(subparsers) -> None:
     p.add_argument("--port", type=_port, default=DEFAULT_PORT,
                    help=f"port to listen on (default: {DEFAULT_PORT}; 0: a free port, "
                         "named in the ready line)")
-    p.add_argument("--threads", type=_threads, default=4,
-                   help="requests handled at once (default: 4; requests for one model "
-                        "take turns)")
+    p.add_argument("--workers", type=_workers, default=None, metavar="N",
+                   help="worker processes answering requests, each with its own copy of "
+                        "the models (default: one per core, 2 to 4)")
+    p.add_argument("--queue", type=_queue, default=DEFAULT_MAX_QUEUE, metavar="K",
+                   help="requests that may wait for a worker; more are answered 503 with "
+                        f"Retry-After (default: {DEFAULT_MAX_QUEUE})")
+    p.add_argument("--max-words", type=_words, default=DEFAULT_MAX_WORDS, metavar="W",
+                   help="largest request in words (tokens of the input once read or "
+                        f"tokenized); larger ones are answered 413 (default: "
+                        f"{DEFAULT_MAX_WORDS:,})")
+    p.add_argument("--max-seconds", type=_seconds, default=DEFAULT_MAX_SECONDS, metavar="S",
+                   help="time budget of a request from its arrival, waiting included; "
+                        "one not answered by then is answered 503 and its worker "
+                        f"restarted (default: {DEFAULT_MAX_SECONDS:g})")
+    p.add_argument("--threads", type=_threads, default=None,
+                   help="HTTP threads (default: workers + queue + 2, so that a full queue "
+                        "is answered 503 at once)")
     p.add_argument("--max-request-bytes", type=_size, default=DEFAULT_MAX_REQUEST_BYTES,
                    metavar="SIZE",
                    help="largest request body accepted, like 10M (default: "
@@ -87,20 +119,34 @@ def model_specs(specs: list[str]) -> list[tuple[str, str]]:
 def run(args) -> int:
     if importlib.util.find_spec("waitress") is None:
         raise ArborealError("'arboreal serve' needs waitress: pip install 'arboreal[serve]'")
-    from arboreal.models import load_model
-    from arboreal.server import make_app, serve
+    from functools import partial
+
+    from arboreal.server import make_pool_app, serve
+    from arboreal.server_workers import WorkerPool, default_workers, load_app
 
     specs = model_specs(args.models)
-    models = {name: load_model(path) for name, path in specs}
-    app = make_app(models, default_model=args.default_model,
-                   max_request_bytes=args.max_request_bytes)
-
+    for _, path in specs:          # a missing file is said before workers start
+        if not os.path.isfile(path):
+            raise ArborealError(f"{path}: no such model file")
+    workers = args.workers or default_workers()
     log = logging.getLogger(__name__).info
     configure_waitress(verbose=args.verbose)
 
-    def ready(urls: list[str]) -> None:
-        log(f"arboreal: serving {len(models)} model(s) ({', '.join(models)}) on "
-            f"{' '.join(urls)} (Ctrl+C to stop)")
+    pool = WorkerPool(partial(load_app, specs, args.default_model, args.max_request_bytes,
+                              args.max_words),
+                      workers, max_queue=args.queue, max_seconds=args.max_seconds, log=log)
+    try:
+        pool.start()
+        app = make_pool_app(pool, max_request_bytes=args.max_request_bytes)
+        names = list(pool.listing["models"])
 
-    return serve(app, host=args.host, port=args.port, threads=args.threads,
-                 max_request_bytes=args.max_request_bytes, on_ready=ready, log=log)
+        def ready(urls: list[str]) -> None:
+            log(f"arboreal: serving {len(names)} model(s) ({', '.join(names)}) on "
+                f"{' '.join(urls)} with {workers} worker process"
+                f"{'es' if workers > 1 else ''} (Ctrl+C to stop)")
+
+        return serve(app, host=args.host, port=args.port,
+                     threads=args.threads or workers + args.queue + 2,
+                     max_request_bytes=args.max_request_bytes, on_ready=ready, log=log)
+    finally:
+        pool.close()

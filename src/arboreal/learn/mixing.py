@@ -46,9 +46,11 @@ Where it runs: with a Dask ``client`` (:mod:`arboreal.distributed`) the feature
 engine is broadcast to every worker once and each shard's encoded sentences are
 scattered once (``client.scatter``); per epoch only weight vectors travel: ``m`` to
 the shards' workers (``U`` to shard 0's), each shard's ``(w_i, u_i)`` to the mixing
-task, which runs on a worker too, and the averaged vector to the client for
-``on_epoch``. Without a client the shards run one after the other in this process
-(the same arithmetic; used to check it).
+task, which runs on a worker too, and the mixed ``m`` and ``U`` to the client, which
+computes the averaged vector for ``on_epoch`` and keeps them: an epoch that loses data
+with a worker that dies is run again from them (bit for bit the same result). Without
+a client the shards run one after the other in this process (the same arithmetic;
+used to check it).
 
 Only the online learners (those with ``make_update``) can be mixed; a log-linear or
 EG learner is refused with an error saying so.
@@ -67,6 +69,8 @@ from arboreal.learn.perceptron import final_weights, online_epoch
 
 #: mixing weights: uniform (the mean) or error-weighted (McDonald et al. 2010, §4)
 MIXING_MODES = ("uniform", "error")
+#: times an epoch on a Dask cluster is run again after a worker died with its data
+EPOCH_RETRIES = 2
 #: the learners parameter mixing applies to (those built on the online loop)
 ONLINE_LEARNERS = ("perceptron", "mira", "kbest-mira", "factored-mira")
 
@@ -245,65 +249,98 @@ class _LocalRunner:
 
 
 class _DaskRunner:
-    """The shards as Dask tasks: data scattered once, weights per epoch."""
+    """The shards as Dask tasks: data scattered once, weights per epoch.
+
+    A worker that dies takes its share of the scattered data with it (data scattered
+    from the client cannot be recomputed, and Dask keeps one copy of it). The client
+    keeps the weights and averaging sum at the start of each epoch (fetched at the end
+    of the previous one, from which it also computes the averaged weights), so an
+    epoch that lost data is run again (:data:`EPOCH_RETRIES` times at most) after the
+    data and those weights are scattered anew: the result is bit for bit that of an
+    uninterrupted run, since a shard's epoch depends only on its inputs."""
 
     def __init__(self, mixing: ParameterMixing, data: TrainingData, parts: list):
         from arboreal.distributed import check_client, dask_errors
 
         self.mixing = mixing
         self.data = data
+        self.parts = parts
         self.client = client = mixing.client
         check_client(client)
         self.errors = dask_errors
-        with dask_errors("scattering the training data"):
-            # the feature engine to every worker once; each shard's sentences once
-            self.features = client.scatter(data.features, broadcast=True, hash=False)
-            # (a list of one item: scatter would send a tuple's items one by one)
-            self.shards = [client.scatter([([data.encoded[j] for j in p],
-                                            [data.heads[j] for j in p])], hash=False)[0]
-                           for p in parts]
-            # each shard's epochs run where its sentences are (Dask underrates their size
-            # and would rather move them to the weights)
-            holders = client.who_has(self.shards)
-            self.where = [list(holders[f.key]) or None for f in self.shards]
+        self.m_host = self.U_host = None
+        with dask_errors("scattering the training data", client):
+            self._send_data()
+
+    def _send_data(self) -> None:
+        client, data = self.client, self.data
+        # the feature engine to every worker once; each shard's sentences once
+        self.features = client.scatter(data.features, broadcast=True, hash=False)
+        # (a list of one item: scatter would send a tuple's items one by one)
+        self.shards = [client.scatter([([data.encoded[j] for j in p],
+                                        [data.heads[j] for j in p])], hash=False)[0]
+                       for p in self.parts]
+        # each shard's epochs run where its sentences are (Dask underrates their size
+        # and would rather move them to the weights)
+        holders = client.who_has(self.shards)
+        self.where = [list(holders[f.key]) or None for f in self.shards]
+
+    def _send_weights(self):
+        m = self.client.scatter(self.m_host, broadcast=True, hash=False)
+        U = self.client.scatter(self.U_host, workers=self.where[0], hash=False)
+        return m, U
 
     def start(self):
         dim = self.data.features.dim
-        with self.errors("starting training"):
-            m = self.client.scatter(aligned_zeros(dim), broadcast=True, hash=False)
-            U = self.client.scatter(np.zeros(dim, dtype=np.float32), workers=self.where[0],
-                                    hash=False)
+        self.m_host, self.U_host = aligned_zeros(dim), np.zeros(dim, dtype=np.float32)
+        with self.errors("starting training", self.client):
+            m, U = self._send_weights()
         return m, U, 1.0
 
     def epoch(self, orders, m, U, c, epoch):
+        from arboreal.distributed import lost_data
+
+        with self.errors(f"training epoch {epoch}", self.client):
+            for attempt in range(EPOCH_RETRIES + 1):
+                try:
+                    return self._epoch(orders, m, U, c, epoch)
+                except Exception as exc:
+                    if attempt == EPOCH_RETRIES or not lost_data(exc, self.client):
+                        raise
+                # a worker died with data this epoch needs: everything sent again
+                self._send_data()
+                m, U = self._send_weights()
+        raise AssertionError("unreachable")
+
+    def _epoch(self, orders, m, U, c, epoch):
         from distributed import as_completed
 
         client, data, learner = self.client, self.data, self.mixing.learner
-        with self.errors(f"training epoch {epoch}"):
-            futures = []
-            for i, (shard, order) in enumerate(zip(self.shards, orders)):
-                futures.append(client.submit(
-                    _shard_task, learner, self.features, shard, data.projective,
-                    data.single_root, order, m, U if i == 0 else None, c, epoch,
-                    workers=self.where[i], allow_other_workers=True, pure=False))
-            bar = iter(data.wrap(range(len(data)), epoch))
-            for future in as_completed(futures):
-                _advance(bar, len(orders[futures.index(future)]))
-            _advance(bar, len(data))
-            state = client.submit(_mix_task, futures, m, c, self.mixing.mode, pure=False)
-            m_new = client.submit(operator.itemgetter(0), state, pure=False)
-            U_new = client.submit(operator.itemgetter(1), state, pure=False)
-            updates = client.submit(operator.itemgetter(2), state, pure=False).result()
-            del futures, state
-            # the mixed weights to every worker now, while they are idle (fetched by the
-            # next epoch's shards, they would come from a worker busy with its own shard)
-            client.replicate([m_new])
+        futures = []
+        for i, (shard, order) in enumerate(zip(self.shards, orders)):
+            futures.append(client.submit(
+                _shard_task, learner, self.features, shard, data.projective,
+                data.single_root, order, m, U if i == 0 else None, c, epoch,
+                workers=self.where[i], allow_other_workers=True, pure=False))
+        bar = iter(data.wrap(range(len(data)), epoch))
+        for future in as_completed(futures):
+            _advance(bar, len(orders[futures.index(future)]))
+        _advance(bar, len(data))
+        state = client.submit(_mix_task, futures, m, c, self.mixing.mode, pure=False)
+        m_new = client.submit(operator.itemgetter(0), state, pure=False)
+        U_new = client.submit(operator.itemgetter(1), state, pure=False)
+        updates = client.submit(operator.itemgetter(2), state, pure=False)
+        # the client's copies, from which a failed next epoch starts again
+        m_host, U_host, updates = client.gather([m_new, U_new, updates])
+        del futures, state
+        # the mixed weights to every worker now, while they are idle (fetched by the
+        # next epoch's shards, they would come from a worker busy with its own shard)
+        client.replicate([m_new])
+        self.m_host, self.U_host = m_host, U_host
         return m_new, U_new, c + len(data), updates
 
     def averaged(self, m, U, c, average):
-        with self.errors("averaging the weights"):
-            return np.asarray(self.client.submit(_averaged, m, U, c, average,
-                                                 pure=False).result())
+        return _averaged(self.m_host, self.U_host, c, average)
 
     def close(self) -> None:
         for f in (self.features, *self.shards):

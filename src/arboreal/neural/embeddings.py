@@ -33,7 +33,7 @@ def read_embeddings(path: str | os.PathLike, max_words: int = MAX_WORDS
     try:
         f = open(name, "rb")
     except OSError as exc:
-        raise FormatError(f"{name}: cannot read embeddings ({exc.strerror or exc})") from None
+        raise FormatError(name, None, f"cannot read embeddings ({exc.strerror or exc})") from None
     with f:
         text = io.TextIOWrapper(f, encoding="utf-8", errors="strict", newline="\n")
         lineno = 0
@@ -44,24 +44,24 @@ def read_embeddings(path: str | os.PathLike, max_words: int = MAX_WORDS
                 if lineno == 1 and len(parts) == 2 and all(p.isdigit() for p in parts):
                     dim = int(parts[1])
                     if not 0 < dim <= MAX_DIM:
-                        raise FormatError(f"{name}:1: embedding size {dim} outside 1..{MAX_DIM}")
+                        raise FormatError(name, 1, f"embedding size {dim} outside 1..{MAX_DIM}")
                     continue
                 if len(parts) < 2:
                     if line.strip() == "":
                         continue
-                    raise FormatError(f"{name}:{lineno}: expected a word and its vector")
+                    raise FormatError(name, lineno, "expected a word and its vector")
                 if dim is None:
                     dim = len(parts) - 1
                     if dim > MAX_DIM:
-                        raise FormatError(f"{name}:{lineno}: embedding size {dim} over {MAX_DIM}")
+                        raise FormatError(name, lineno, f"embedding size {dim} over {MAX_DIM}")
                 if len(parts) - 1 != dim:
-                    raise FormatError(f"{name}:{lineno}: {len(parts) - 1} numbers, expected {dim}")
+                    raise FormatError(name, lineno, f"{len(parts) - 1} numbers, expected {dim}")
                 try:
                     vec = np.array(parts[1:], dtype=np.float32)
                 except ValueError:
-                    raise FormatError(f"{name}:{lineno}: a vector entry is not a number") from None
+                    raise FormatError(name, lineno, "a vector entry is not a number") from None
                 if not np.isfinite(vec).all():
-                    raise FormatError(f"{name}:{lineno}: the vector holds inf or NaN")
+                    raise FormatError(name, lineno, "the vector holds inf or NaN")
                 word = parts[0].lower()
                 if word in seen:
                     continue
@@ -71,9 +71,9 @@ def read_embeddings(path: str | os.PathLike, max_words: int = MAX_WORDS
                 if len(words) >= max_words:
                     break
         except UnicodeDecodeError:
-            raise FormatError(f"{name}:{lineno + 1}: not UTF-8 text") from None
+            raise FormatError(name, lineno + 1, "not UTF-8 text") from None
     if not words:
-        raise FormatError(f"{name}: no word vectors found")
+        raise FormatError(name, None, "no word vectors found")
     return words, np.stack(rows)
 
 

@@ -98,7 +98,8 @@ class NeuralScorer:
             table = np.zeros((len(self.pretrained_vocab), pretrained.shape[1]), dtype=np.float32)
             rows = self.pretrained_vocab.ids(pretrained_words)
             keep = rows > UNK                       # a word spelt like a reserved entry
-            table[rows[keep]] = pretrained[keep]
+            # float16, as model files store them: a saved model scores as the trained one
+            table[rows[keep]] = pretrained[keep].astype(np.float16)
             self.pretrained = torch.from_numpy(table)
         else:
             self.pretrained = None

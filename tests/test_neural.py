@@ -199,3 +199,48 @@ def test_bilstm_states_do_not_depend_on_padding():
         for b, n in enumerate(lengths.tolist()):
             alone = lstm(x[b:b + 1, :n], lengths[b:b + 1])
             assert torch.allclose(batched[b, :n], alone[0], atol=1e-6)
+
+
+def test_a_seed_makes_training_repeatable():
+    from arboreal.models import Parser
+
+    train = read_conllu(SAMPLE / "en_ewt-sample-train.conllu")[:80]
+    opts = dict(TINY, epochs=2)
+    a = Parser.train(train, None, scorer="neural", scorer_options=opts, seed=3)
+    b = Parser.train(train, None, scorer="neural", scorer_options=opts, seed=3)
+    c = Parser.train(train, None, scorer="neural", scorer_options=opts, seed=4)
+    sa, sb, sc = (m.scorer.network.state_dict() for m in (a, b, c))
+    assert all(torch.equal(sa[k], sb[k]) for k in sa)
+    assert not all(torch.equal(sa[k], sc[k]) for k in sa)
+
+
+def test_ctrl_c_during_neural_training_saves_the_best_epoch(tmp_path):
+    """SIGINT once the first epoch has been reported: the model of the best epoch so far
+    is written and the command exits 130, as an interrupted command does."""
+    import signal
+
+    out = tmp_path / "m.model"
+    opts = [a for k, v in dict(TINY, epochs=500).items() for a in ("--scorer-option",
+                                                                    f"{k}={v}")]
+    proc = subprocess.Popen([sys.executable, "-m", "arboreal", "train",
+                             str(SAMPLE / "en_ewt-sample-train.conllu"), "--dev",
+                             str(SAMPLE / "en_ewt-sample-test.conllu"), "-o", str(out),
+                             "--scorer", "neural", "--no-tokenizer", *opts],
+                            stderr=subprocess.PIPE, text=True)
+    lines = []
+    try:
+        for line in proc.stderr:            # no race: the signal follows the epoch line
+            lines.append(line)
+            if line.startswith("epoch 1:"):
+                proc.send_signal(signal.SIGINT)
+                break
+        rest = proc.stderr.read()
+        assert proc.wait(timeout=300) == 130, "".join(lines) + rest
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert "interrupted: saved" in rest
+    import arboreal
+
+    model = arboreal.load(out)
+    assert model.meta["best_epoch"] >= 1 and model.meta["training"]["stopped"] == "interrupt"

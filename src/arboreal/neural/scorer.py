@@ -29,7 +29,10 @@ PARSE_TOKEN_BUDGET = 4000
 
 
 def require_torch():
-    """The torch module, or ArborealError naming the extra to install."""
+    """The torch module, or ArborealError naming the extra to install. OpenMP is told to
+    wait passively first (it reads the setting once, when torch loads): spinning threads
+    slow a busy machine several times."""
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         import torch
     except ImportError:
@@ -40,10 +43,7 @@ def require_torch():
 
 
 def configure_threads(threads: int | None = None) -> None:
-    """torch's intra-op threads = the usable cores (or ``threads``); OpenMP waits
-    passively (set before torch starts its thread pool: spinning threads slow a busy
-    machine several times)."""
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    """torch's intra-op threads = the cores this process may use (or ``threads``)."""
     torch = require_torch()
     if threads is None:
         try:
@@ -380,6 +380,7 @@ class NeuralScorer:
             loaded[k] = torch.from_numpy(value.copy())
         scorer.network.load_state_dict(loaded)
         scorer.network.eval()
+        configure_threads()
         return scorer
 
 

@@ -91,12 +91,13 @@ def warmup(model_paths=(), log=None) -> None:
     import io
 
     from arboreal.io.conllu import read_conllu
-    from arboreal.models import Parser, load_model
+    import arboreal
+    from arboreal.models import Parser
     from arboreal.models.pipeline import train_pipeline
 
     say = log or (lambda line: None)
     text = "The dog sees a cat. A bird likes the child.\n\nThe farmer helps a teacher.\n"
-    models = [load_model(path) for path in model_paths]
+    models = [arboreal.load(path) for path in model_paths]
     if not models:
         bank = read_conllu(io.StringIO(_synthetic_treebank()))
         for decoder in ("eisner", "cle"):

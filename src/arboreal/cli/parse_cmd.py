@@ -7,6 +7,10 @@ import warnings
 from arboreal.cli._args import int_in
 from arboreal.errors import ArborealError
 
+#: the help of every command's MODEL argument
+MODEL_HELP = ("a model file written by 'arboreal train', or the name of an installed model "
+              "package or of a model in the cache ('arboreal models' lists them)")
+
 
 def add_input_arguments(p, several: bool = False) -> None:
     """INPUT, -o, --input, --retag, --output-format, --jobs and --quiet: shared by
@@ -55,7 +59,7 @@ def add_parser(subparsers) -> None:
                     "is given; HEAD may be '_' in the input. The input is streamed (a block "
                     "of sentences at a time), so memory does not grow with the corpus; an "
                     "output file is written atomically.")
-    p.add_argument("model", metavar="MODEL", help="model file written by 'arboreal train'")
+    p.add_argument("model", metavar="MODEL", help=MODEL_HELP)
     add_input_arguments(p, several=True)
     p.add_argument("--output-dir", metavar="DIR",
                    help="with --scheduler: write each INPUT's output, atomically, to a file "
@@ -128,14 +132,14 @@ def run_stream(args, tag_only: bool) -> int:
     processes), write the output, warn about what the model could not do fully."""
     import os
 
+    import arboreal
     from arboreal._compile import notice_if_compiling
-    from arboreal.models import load_model
     from arboreal.models.facts import ModelFacts
     from arboreal.models.stream import StreamOptions, process_stream
 
     inputs = _stream_inputs(args)
     # on a cluster the workers load the model; here its metadata suffices for the checks
-    model = load_model(args.model) if getattr(args, "scheduler", None) is None \
+    model = arboreal.load(args.model) if getattr(args, "scheduler", None) is None \
         else ModelFacts(args.model)
     kbest, decode = getattr(args, "kbest", 1), getattr(args, "decode", "map")
     marginals = getattr(args, "marginals", False)

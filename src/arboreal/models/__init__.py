@@ -1,10 +1,14 @@
 """Parser models and model files.
 
-``load_model(path)`` reads any arboreal model file and dispatches on its metadata's
-``model_type``: "parser" -> :class:`Parser` (every order). Other model classes
-register with :func:`register_model_type`. Files of the model types of arboreal
-before the one parser class ("first-order", "higher-order") get a ModelError asking
-to retrain them.
+:func:`load` (``arboreal.load``) is the one way a model is loaded, by every command,
+the server, Dask's workers and the spaCy component: it resolves a model name
+(:mod:`arboreal.models.names`: a path, an installed model package, the local cache),
+reads the file (:func:`open_model`, the only reader of model files) and dispatches on
+its metadata's ``model_type``: "parser" -> :class:`Parser` (every order), "lexicon"
+-> :class:`~arboreal.features.lexicon.Lexicon`. Other model classes register with
+:func:`register_model_type`. Files of the model types of arboreal before the one
+parser class ("first-order", "higher-order") get a ModelError asking to retrain them.
+``load_model`` and ``Parser.load`` are the same function under older names.
 """
 from __future__ import annotations
 
@@ -15,13 +19,14 @@ from arboreal.errors import ModelError
 from arboreal.io.conllu import batched
 from arboreal.models.serialization import load_model_file
 
-__all__ = ["Parser", "load_model", "register_model_type", "MODEL_TYPES", "attachment_scores",
-           "parse_iter"]
+__all__ = ["Parser", "load", "load_model", "open_model", "register_model_type", "MODEL_TYPES",
+           "attachment_scores", "parse_iter"]
 
 #: model_type -> class with ``from_file_contents(path, meta, arrays)``, or the
 #: ``"module:Class"`` it is imported from on first use (importing this package, to read a
 #: model file's metadata, does not import the parser and numba)
-MODEL_TYPES: dict[str, type | str] = {"parser": "arboreal.models.parser:Parser"}
+MODEL_TYPES: dict[str, type | str] = {"parser": "arboreal.models.parser:Parser",
+                                      "lexicon": "arboreal.features.lexicon:Lexicon"}
 #: model types of older arboreal versions, whose files this version cannot read
 RETIRED_TYPES = ("first-order", "higher-order")
 
@@ -31,10 +36,35 @@ def register_model_type(name: str, cls: type) -> None:
     MODEL_TYPES[name] = cls
 
 
-def load_model(path):
-    """Load a model file of any registered type (ModelError on a bad file)."""
+def open_model(name) -> tuple[str, dict, object]:
+    """``(path, meta, arrays)`` of the model ``name`` (a path, or the name of an installed
+    or cached model): the metadata read and the model type checked, the arrays read
+    lazily (:class:`~arboreal.models.serialization.ModelArrays`, nothing inflated yet).
+    ModelError naming the file (or listing the known names) on any problem."""
+    from arboreal.models.names import resolve_model
+
+    path = resolve_model(name)
     meta, arrays = load_model_file(path)
-    return model_class(path, meta).from_file_contents(str(path), meta, arrays)
+    model_class(path, meta, resolve=False)
+    return path, meta, arrays
+
+
+def load(name, model_type: str | None = None):
+    """Load the model ``name``: a model file written by ``arboreal train`` (any model
+    type), or the name of an installed model package or a cached model (see
+    :mod:`arboreal.models.names`). A parser parses sentences (``parse``), raw text
+    (``parse_text``) and token lists (``parse_tokens``). ``model_type``: ModelError
+    unless the file holds a model of that type. ModelError for a file that is not a
+    valid model, and one line listing the known names for an unknown name."""
+    path, meta, arrays = open_model(name)
+    if model_type is not None and meta.get("model_type") != model_type:
+        raise ModelError(f"{path}: model type {meta.get('model_type')!r:.40} is not "
+                         f"{model_type!r}")
+    return model_class(path, meta).from_file_contents(path, meta, arrays)
+
+
+#: the name arboreal's modules used before :func:`load` took names
+load_model = load
 
 
 def model_class(path, meta: dict, resolve: bool = True) -> type | str:

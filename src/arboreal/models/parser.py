@@ -33,8 +33,7 @@ from arboreal.models.pipeline import (PIPELINE_SECTIONS, PipelineMixin, attach_p
 from arboreal.models.labeler import (MAX_TABLE_ENTRIES, TRAIN_TABLE_ENTRIES, Labeler,
                                      check_templates, fitting_bits, label_templates)
 from arboreal.models.serialization import (MAX_WEIGHT_BITS, MetaFields, array_shape,
-                                           get_strings, get_weights, load_model_file,
-                                           put_strings, put_vocabs, put_weights,
+                                           get_strings, get_weights, put_strings, put_vocabs, put_weights,
                                            save_model_file)
 
 DECODERS = ("eisner", "cle", "auto")
@@ -789,12 +788,14 @@ class Parser(PipelineMixin):
 
     @classmethod
     def load(cls, path) -> "Parser":
-        meta, arrays = load_model_file(path)
-        return cls.from_file_contents(str(path), meta, arrays)
+        """:func:`arboreal.load` (a path or a model name), checked to be a parser."""
+        from arboreal.models import load
+
+        return load(path, cls.model_type)
 
     @classmethod
     def from_file_contents(cls, path: str, meta: dict, arrays) -> "Parser":
-        """A parser from a model file's metadata and arrays (:func:`load_model_file`);
+        """A parser from a model file's metadata and arrays (:func:`~arboreal.models.open_model`);
         every field and array is checked against the others, ModelError naming the
         file and the field on any problem."""
         if meta.get("model_type") != cls.model_type:

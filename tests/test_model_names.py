@@ -8,6 +8,7 @@ import hashlib
 import json
 import shutil
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -29,6 +30,14 @@ def cache(home: Path, name: str, model: Path, card: dict | None = None) -> Path:
     if card is not None:
         (folder / "card.json").write_text(json.dumps(card), encoding="utf-8")
     return folder / "model.npz"
+
+
+def install_unpacked(wheel: Path, site: Path, monkeypatch) -> None:
+    """Install a wheel the simplest way there is: unpack it onto sys.path (what pip does
+    for a pure wheel, less the scripts and the bookkeeping)."""
+    with zipfile.ZipFile(wheel) as zf:
+        zf.extractall(site)
+    monkeypatch.syspath_prepend(str(site))
 
 
 def one_line_error(capsys, *needles: str) -> str:
@@ -59,6 +68,26 @@ def test_a_cached_model_loads_by_name(tiny_pipeline, model_home):
     assert resolve_model("tiny") == str(path)
     model = arboreal.load("tiny")
     assert len(model.parse_text(TEXT)) == 2
+
+
+def test_resolution_order_path_then_package_then_cache(tiny_pipeline, model_home, tmp_path,
+                                                       monkeypatch):
+    from arboreal.models.distribute import package
+
+    cached = cache(model_home, "tiny", tiny_pipeline)
+    assert resolve_model("tiny") == str(cached)
+    wheel, _ = package(tiny_pipeline, tmp_path / "dist", name="tiny")
+    install_unpacked(wheel, tmp_path / "site", monkeypatch)
+    installed = tmp_path / "site" / "arboreal_model_tiny" / "model.npz"
+    assert resolve_model("tiny") == str(installed)      # the package before the cache
+    # the package's own copy is compact: a different file from the cached one
+    assert installed.read_bytes() != cached.read_bytes()
+    monkeypatch.chdir(tmp_path)
+    shutil.copyfile(tiny_pipeline, tmp_path / "tiny")
+    assert resolve_model("tiny") == "tiny"               # a path before any name
+    # anything with a separator is only ever a path
+    with pytest.raises(ModelError, match="no such model file$"):
+        arboreal.load("./nothing/tiny")
 
 
 def test_unknown_name_is_one_line_listing_the_names(tiny_pipeline, model_home, tmp_path,

@@ -3,7 +3,8 @@
 Layout: array ``__meta__`` is a 0-d str array with JSON
 ``{"format": "arboreal-model", "format_version": 1, "model_type": ..., ...}``;
 every other entry is a plain numeric or str array. Weight vectors are stored as a
-bitmap of their non-zero entries plus the float32 values (:func:`put_weights`), string
+bitmap of their non-zero entries plus the float32 values (:func:`put_weights`; a
+compact file, :mod:`arboreal.models.compact`, holds float16 values, :func:`put_half_weights`), string
 lists as one UTF-8 buffer (:func:`put_strings`); members are zlib-compressed except the
 weight values, which barely compress and would cost more to inflate than to read.
 Writes go to a temporary file in the target directory and are renamed into place
@@ -44,7 +45,10 @@ FORMAT = "arboreal-model"
 FORMAT_VERSION = 1
 
 
-STORED_SUFFIX = "_nz"   # members whose name ends so are written without compression
+#: members whose name ends so are written without compression: float32 weights and the
+#: low bytes of float16 ones, which barely compress and would cost more to inflate than
+#: to read
+STORED_SUFFIX = ("_nz", "_f16_lo")
 
 #: Largest hashed weight vector a trainer writes: ``--hash-bits`` and FeatureSet
 #: accept 10..30, so 2**30 float32 weights (4 GiB dense) is a legitimate vector.
@@ -78,8 +82,8 @@ _ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, lzma.LZMAEr
 def save_model_file(path: str | os.PathLike, meta: dict, arrays: dict[str, np.ndarray]) -> None:
     """Write ``meta`` (JSON-able; format keys added) and ``arrays`` atomically to ``path``.
 
-    The file is an ordinary ``.npz`` (``np.load`` reads it); members named ``*_nz``
-    are stored uncompressed, all others deflated.
+    The file is an ordinary ``.npz`` (``np.load`` reads it); members whose names end
+    in :data:`STORED_SUFFIX` are stored uncompressed, all others deflated.
     """
     path = Path(path)
     full = {"format": FORMAT, "format_version": FORMAT_VERSION, **meta}
@@ -426,9 +430,12 @@ def get_weights(arrays: Mapping, prefix: str, size: int) -> np.ndarray:
         if mask_shape != ((size + 7) // 8,):
             raise ValueError(f"{prefix}_mask covers {8 * math.prod(mask_shape)} weights, "
                              f"expected {size}")
-        _check_vector(arrays, f"{prefix}_nz", size)
         bits = np.asarray(arrays[f"{prefix}_mask"], dtype=np.uint8)
-        values = np.asarray(arrays[f"{prefix}_nz"], dtype=np.float32)
+        if f"{prefix}_f16_hi" in arrays:
+            values = _half_values(arrays, prefix, size)
+        else:
+            _check_vector(arrays, f"{prefix}_nz", size)
+            values = np.asarray(arrays[f"{prefix}_nz"], dtype=np.float32)
         _check_values(f"{prefix}_nz", values)
         out = aligned_zeros(size)
         used = scatter_bitmap(bits, values, out)
@@ -459,6 +466,51 @@ def get_weights(arrays: Mapping, prefix: str, size: int) -> np.ndarray:
         raise ValueError(f"{prefix}_idx: weight index out of range")
     out[idx] = val
     return out
+
+
+def put_half_weights(arrays: dict, prefix: str, bits: np.ndarray, values: np.ndarray) -> bool:
+    """Store the non-zero ``values`` of a weight vector (in the order of the set bits of
+    the bitmap ``bits``) as float16, scaled by a power of two, when that is safe: every
+    value, scaled, is a normal float16 (no overflow, no loss to the subnormal range),
+    so that each weight keeps 11 significant bits (relative error at most 2**-11).
+    Members ``prefix_mask``; ``prefix_f16_hi`` and ``prefix_f16_lo``, the high bytes
+    (sign, exponent, top mantissa bits: few distinct values, deflated) and the low
+    bytes (noise, stored) of the little-endian float16 values, which together weigh
+    less and inflate faster than the values deflated whole; ``prefix_f16_scale`` (the
+    exponent e: weight = value * 2**-e, exact). Returns False, writing nothing, when
+    it is not safe."""
+    values = np.asarray(values, dtype=np.float32)
+    if values.size == 0 or not np.isfinite(values).all() or not (values != 0).all():
+        return False
+    magnitude = np.abs(values)
+    # the largest scaled value below 2**15 (float16 reaches 65504 < 2**16)
+    exponent = 14 - int(np.floor(np.log2(float(magnitude.max()))))
+    if not -126 <= exponent <= 126 or float(magnitude.min()) * 2.0 ** exponent < 2.0 ** -14:
+        return False
+    half = (values.astype(np.float64) * 2.0 ** exponent).astype("<f2")
+    planes = half.view(np.uint8).reshape(-1, 2)
+    arrays[f"{prefix}_mask"] = np.asarray(bits, dtype=np.uint8)
+    arrays[f"{prefix}_f16_hi"] = np.ascontiguousarray(planes[:, 1])
+    arrays[f"{prefix}_f16_lo"] = np.ascontiguousarray(planes[:, 0])
+    arrays[f"{prefix}_f16_scale"] = np.array(exponent, dtype=np.int16)
+    return True
+
+
+def _half_values(arrays: Mapping, prefix: str, size: int) -> np.ndarray:
+    """The float32 values of :func:`put_half_weights`' members, checked."""
+    for plane in ("hi", "lo"):
+        _check_vector(arrays, f"{prefix}_f16_{plane}", size)
+    if array_shape(arrays, f"{prefix}_f16_hi") != array_shape(arrays, f"{prefix}_f16_lo"):
+        raise ValueError(f"{prefix}_f16_hi and {prefix}_f16_lo differ in length")
+    if array_shape(arrays, f"{prefix}_f16_scale") != ():
+        raise ValueError(f"{prefix}_f16_scale is not one number")
+    scale = np.asarray(arrays[f"{prefix}_f16_scale"])
+    if scale.dtype.kind not in "iu" or not -126 <= int(scale) <= 126:
+        raise ValueError(f"{prefix}_f16_scale must be an integer in -126..126")
+    planes = np.empty((array_shape(arrays, f"{prefix}_f16_hi")[0], 2), dtype=np.uint8)
+    planes[:, 1] = np.asarray(arrays[f"{prefix}_f16_hi"])
+    planes[:, 0] = np.asarray(arrays[f"{prefix}_f16_lo"])
+    return planes.reshape(-1).view("<f2").astype(np.float32) * np.float32(2.0 ** -int(scale))
 
 
 def put_strings(arrays: dict, name: str, strings) -> None:

@@ -207,3 +207,32 @@ def test_one_model_load_path():
     from arboreal.models import load, load_model
 
     assert load_model is load
+
+
+def test_models_lists_installed_and_cached_with_cards(tiny_pipeline, model_home, tmp_path,
+                                                      monkeypatch, capsys):
+    from arboreal.models.distribute import package
+
+    assert main(["models"]) == 0
+    assert "no model is installed or in the cache" in capsys.readouterr().err
+    wheel, _ = package(tiny_pipeline, tmp_path / "dist", name="tiny_tr",
+                       card={"license": "CC BY-NC-SA 4.0", "version": "2.0",
+                             "treebank": {"name": "UD_Turkish-IMST", "version": "UD 2.16"},
+                             "scores": {"raw_text": {"LAS": 50.0}}})
+    install_unpacked(wheel, tmp_path / "site", monkeypatch)
+    cache(model_home, "tiny_en", tiny_pipeline,
+          card={"name": "tiny_en", "license": "CC BY-SA 4.0", "version": "1.0"})
+    assert main(["models"]) == 0
+    out = capsys.readouterr().out
+    assert "tiny_tr 2.0  (installed package:" in out
+    assert "treebank: UD_Turkish-IMST (UD 2.16)" in out
+    assert "license: CC BY-NC-SA 4.0 (non-commercial use only)" in out
+    assert "test scores (raw text: LAS 50.00)" in out
+    assert "tiny_en 1.0  (cache:" in out and "license: CC BY-SA 4.0\n" in out
+    assert out.count("contains: tokenizer, tagger (upos, xpos, feats, lemma), parser "
+                     "(order 1, eisner") == 2
+    assert main(["models", "--json"]) == 0
+    cards = {c["name"]: c for c in json.loads(capsys.readouterr().out)}
+    assert cards["tiny_tr"]["where"] == "installed" and cards["tiny_en"]["where"] == "cache"
+    assert cards["tiny_tr"]["non_commercial"] is True
+    assert cards["tiny_en"]["contains"]["parser"]["order"] == 1

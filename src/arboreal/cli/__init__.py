@@ -19,8 +19,8 @@ from arboreal._atomic import Terminated
 from arboreal.errors import ArborealError
 
 #: subcommand modules, in the order ``arboreal --help`` lists them
-SUBCOMMANDS = ("train", "parse", "tag", "eval", "show", "serve", "models", "package", "shrink",
-               "clusters", "lexicon", "warmup", "stats", "validate", "projectivize")
+SUBCOMMANDS = ("train", "parse", "tag", "eval", "show", "serve", "models", "download", "package",
+               "shrink", "clusters", "lexicon", "warmup", "stats", "validate", "projectivize")
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

@@ -8,34 +8,40 @@ import pytest
 import arboreal
 from arboreal.cli import main
 from arboreal.errors import ModelError
-from arboreal.models.compact import (DEFAULT_THRESHOLDS, compact_arrays, compact_vector,
-                                     parse_thresholds)
+from arboreal.models.compact import (DEFAULT_BITS, DEFAULT_THRESHOLDS, compact_arrays,
+                                     compact_vector, parse_thresholds)
 from arboreal.models.serialization import (get_weights, load_model_file, put_half_weights,
                                            put_weights, save_model_file)
 
 
-def half_rounded(values: np.ndarray) -> np.ndarray:
+def half_rounded(values: np.ndarray, bits: int = 11) -> np.ndarray:
     """``values`` as a compact file returns them: float16 after the power-of-two scaling
-    :func:`put_half_weights` chooses."""
+    :func:`put_half_weights` chooses, then rounded (to nearest, ties away from zero) to
+    ``bits`` significant bits."""
     exponent = 14 - int(np.floor(np.log2(np.abs(values).max())))
-    return ((values.astype(np.float64) * 2.0 ** exponent).astype(np.float16)
-            .astype(np.float64) * 2.0 ** -exponent).astype(np.float32)
+    half = (values.astype(np.float64) * 2.0 ** exponent).astype(np.float16).astype(np.float64)
+    mantissa, power = np.frexp(np.abs(half))              # mantissa in [0.5, 1)
+    rounded = np.floor(mantissa * 2.0 ** bits + 0.5) / 2.0 ** bits
+    return (np.sign(half) * np.ldexp(rounded, power) * 2.0 ** -exponent).astype(np.float32)
 
 
-def test_half_weights_round_trip_to_eleven_bits():
+@pytest.mark.parametrize("bits", [11, 8, 4])
+def test_half_weights_round_trip_to_their_bits(bits):
     rng = np.random.default_rng(0)
     w = np.zeros(1000, dtype=np.float32)
     w[rng.choice(1000, 300, replace=False)] = rng.normal(0, 1e-3, 300) * 10 ** rng.uniform(
         -3, 3, 300)
     arrays: dict = {}
     put_weights(arrays, "w", w)
-    assert put_half_weights(arrays, "h", arrays["w_mask"], arrays["w_nz"])
-    assert arrays["h_f16_hi"].dtype == np.uint8 and arrays["h_f16_lo"].size == 300
+    assert put_half_weights(arrays, "h", arrays["w_mask"], arrays["w_nz"], bits)
+    assert arrays["h_f16_hi"].dtype == np.uint8
+    assert arrays["h_f16_lo"].size == (300 * (bits - 3) + 7) // 8     # bit-packed
     back = get_weights(arrays, "h", 1000)
     assert ((back != 0) == (w != 0)).all()
     nz = w != 0
-    assert np.all(np.abs(back[nz] - w[nz]) <= np.abs(w[nz]) * 2.0 ** -11)
-    assert np.array_equal(back[nz], half_rounded(w[nz]))
+    # float16's own rounding, then the rounding to fewer bits
+    assert np.all(np.abs(back[nz] - w[nz]) <= np.abs(w[nz]) * (2.0 ** -11 + 2.0 ** -bits))
+    assert np.array_equal(back[nz], half_rounded(w[nz], bits))
 
 
 def test_half_weights_refuse_what_float16_cannot_hold():
@@ -53,7 +59,8 @@ def test_compact_vector_drops_below_threshold_times_mean():
     where = [1, 4, 7, 9, 15]
     mask[where] = 1
     members, report = compact_vector(np.packbits(mask), values, 0.5)
-    assert report == {"threshold": 0.5, "kept": 3, "dropped": 2, "float16": True}
+    assert report == {"threshold": 0.5, "kept": 3, "dropped": 2, "float16": True,
+                      "significant_bits": DEFAULT_BITS}
     kept_bits = np.flatnonzero(np.unpackbits(members["mask"]))
     assert kept_bits.tolist() == [4, 7, 9]
     arrays = {f"v_{k}": v for k, v in members.items()}
@@ -66,6 +73,7 @@ def test_compact_vector_drops_below_threshold_times_mean():
 def test_parse_thresholds():
     assert parse_thresholds("0.5") == {"*": 0.5}
     assert parse_thresholds("w=2,*=0.1") == {**DEFAULT_THRESHOLDS, "w": 2.0, "*": 0.1}
+    assert parse_thresholds("l=3") == {**DEFAULT_THRESHOLDS, "l": 3.0}
     for bad in ("x", "w=", "-1", "w=nan"):
         with pytest.raises(ValueError):
             parse_thresholds(bad)
@@ -85,7 +93,7 @@ def test_shrink_keeps_the_rounded_survivors(tiny_pipeline, tmp_path, capsys):
         cut = DEFAULT_THRESHOLDS.get(name, DEFAULT_THRESHOLDS["*"]) * np.abs(nz).mean()
         keep = np.abs(before) >= cut
         assert np.count_nonzero(after) == np.count_nonzero(keep), name
-        assert np.array_equal(after[keep], half_rounded(before[keep])), name
+        assert np.array_equal(after[keep], half_rounded(before[keep], DEFAULT_BITS)), name
         assert not after[~keep].any(), name
     # everything but the weights is the model's own
     meta, _ = load_model_file(small)
@@ -101,6 +109,7 @@ def test_shrink_without_dropping_or_rounding_changes_nothing(tiny_pipeline, tmp_
     same = tmp_path / "same.model"
     assert main(["shrink", str(tiny_pipeline), "-o", str(same), "--threshold", "0",
                  "--float32"]) == 0
+    assert "weights_dropped" in load_model_file(same)[0]["compact"]
     full, copy = arboreal.load(tiny_pipeline), arboreal.load(same)
     assert np.array_equal(full.weights, copy.weights)
     assert np.array_equal(full.labeler.W, copy.labeler.W)
@@ -121,8 +130,10 @@ def test_a_damaged_compact_file_is_a_model_error(tiny_pipeline, tmp_path):
     meta, arrays = load_model_file(tiny_pipeline)
     meta, arrays = compact_arrays(meta, arrays)
     for member, value in (("w_f16_lo", np.zeros(3, dtype=np.uint8)),
-                          ("w_f16_scale", np.array(500, dtype=np.int16)),
-                          ("w_f16_scale", np.array(1.5, dtype=np.float32))):
+                          ("w_f16_scale", np.array([500, 8], dtype=np.int16)),
+                          ("w_f16_scale", np.array([3, 12], dtype=np.int16)),
+                          ("w_f16_scale", np.array(3, dtype=np.int16)),
+                          ("w_f16_scale", np.array([1.5, 8], dtype=np.float32))):
         bad = tmp_path / f"bad-{member}.model"
         save_model_file(bad, meta, {**arrays, member: value})
         with pytest.raises(ModelError, match=str(bad)):

@@ -56,7 +56,7 @@ def run(args) -> int:
             card[key] = value
     wheel, full = package(args.model, args.output_dir, args.name, card,
                           compact=not args.no_shrink, thresholds=thresholds_of(args),
-                          float16=not args.float32)
+                          float16=not args.float32, significant_bits=args.bits)
     print(f"saved {wheel} (model {full['name']} {full['version']}, "
           f"{full['size_bytes'] / 1e6:.2f} MB); install it with: pip install {wheel}",
           file=sys.stderr)

@@ -5,13 +5,19 @@ import sys
 
 
 def add_compact_arguments(p) -> None:
-    """--threshold and --float32: shared by ``shrink`` and ``package``."""
+    """--threshold, --bits and --float32: shared by ``shrink`` and ``package``."""
+    from arboreal.cli._args import int_in
+    from arboreal.models.compact import DEFAULT_BITS
+
     p.add_argument("--threshold", metavar="T|PREFIX=T,...", default=None,
                    help="drop the weights below T times their vector's mean magnitude: one "
                         "number for every weight vector, or per vector, e.g. "
-                        "'w=1.5,l=1.5,*=0.02' (the default: the parser's arc (w) and label "
-                        "(l) weights at 1.5, the tagger's and tokenizer's at 0.02, chosen "
-                        "on EWT's dev set; 0 drops nothing)")
+                        "'w=1,l=1,*=0.02' (the default: the parser's arc (w) and label (l) "
+                        "weights at 1, the tagger's and tokenizer's at 0.02, chosen on "
+                        "EWT's dev set; 0 drops nothing)")
+    p.add_argument("--bits", type=int_in(4, 11), default=DEFAULT_BITS, metavar="N",
+                   help=f"significant bits kept of each float16 weight, 4..11 (default "
+                        f"{DEFAULT_BITS}; 11: all of float16's)")
     p.add_argument("--float32", action="store_true",
                    help="keep the weights float32 (default: float16, scaled, where every "
                         "value fits)")
@@ -37,12 +43,13 @@ def add_parser(subparsers) -> None:
         "shrink", help="write a smaller copy of a model for distribution",
         description="Write MODEL to OUT with its weight vectors compacted: weights too "
                     "small to matter dropped (below a threshold times the vector's mean "
-                    "magnitude), the rest stored float16 (scaled by a power of two) where "
-                    "every value fits, else float32; everything else copied. The copy "
-                    "parses as the model does except where scores were within that "
-                    "rounding (docs/benchmarks.md, 'Compact models', measures how often on "
-                    "EWT). 'arboreal package' does this by default. OUT is written "
-                    "atomically.")
+                    "magnitude), the rest stored float16 (scaled by a power of two, rounded "
+                    "to --bits significant bits) where every value fits, else float32; "
+                    "everything else copied. The copy parses as the model does except "
+                    "where the dropped weights or the rounding decide (on EWT about 1% of "
+                    "the words change head or label, and LAS moves by about 0.1: "
+                    "docs/benchmarks.md, 'Compact models'). 'arboreal package' does this "
+                    "by default. OUT is written atomically.")
     p.add_argument("model", metavar="MODEL", help=MODEL_HELP)
     p.add_argument("-o", "--output", metavar="OUT", required=True, help="model file to write")
     add_compact_arguments(p)
@@ -57,7 +64,7 @@ def run(args) -> int:
 
     path, meta, _ = open_model(args.model)
     card = distribution_model(args.model, args.output, thresholds=thresholds_of(args),
-                              float16=not args.float32)
+                              float16=not args.float32, significant_bits=args.bits)
     before = os.path.getsize(path)
     after = os.path.getsize(args.output)
     if "compact" in meta:

@@ -40,15 +40,16 @@ def default_name(model: str, meta: dict) -> str:
 def distribution_model(model: str, out: str | os.PathLike, name: str | None = None,
                        card: Mapping | None = None, compact: bool = True,
                        thresholds: Mapping[str, float] | None = None,
-                       float16: bool = True) -> dict:
+                       float16: bool = True, significant_bits: int | None = None) -> dict:
     """Write the model ``model`` (a path or a name) to ``out`` (atomically), compacted
-    unless ``compact`` is False or it is compact already (``thresholds`` and ``float16``
-    as :func:`~arboreal.models.compact.compact_arrays` takes them), with its card (``card``'s
+    unless ``compact`` is False or it is compact already (``thresholds``, ``float16`` and
+    ``significant_bits`` as :func:`~arboreal.models.compact.compact_arrays` takes them;
+    None: the defaults), with its card (``card``'s
     fields of :data:`CARD_FIELDS` over the model's own card) in the metadata. Returns
     the card, completed with ``size_bytes`` and ``sha256`` of the written file."""
     from arboreal.models import open_model
     from arboreal.models.cards import card_of, complete_card
-    from arboreal.models.compact import compact_arrays
+    from arboreal.models.compact import DEFAULT_BITS, compact_arrays
     from arboreal.models.serialization import save_model_file
 
     path, meta, arrays = open_model(model)
@@ -59,9 +60,11 @@ def distribution_model(model: str, out: str | os.PathLike, name: str | None = No
             full[key] = card[key]
     full.setdefault("version", DEFAULT_VERSION)
     if compact and "compact" not in meta:
-        new_meta, new_arrays = compact_arrays(meta, arrays, thresholds, float16)
+        new_meta, new_arrays = compact_arrays(meta, arrays, thresholds, float16,
+                                              significant_bits or DEFAULT_BITS)
         full["compact"] = {k: new_meta["compact"][k] for k in
-                           ("thresholds", "float16", "weights_kept", "weights_dropped")}
+                           ("thresholds", "float16", "significant_bits", "weights_kept",
+                            "weights_dropped")}
         full.setdefault("full_model", {"size_bytes": os.path.getsize(path)})
     else:
         new_meta = {k: v for k, v in meta.items() if k not in ("format", "format_version")}
@@ -78,7 +81,7 @@ def distribution_model(model: str, out: str | os.PathLike, name: str | None = No
 def package(model: str, out_dir: str | os.PathLike, name: str | None = None,
             card: Mapping | None = None, compact: bool = True,
             thresholds: Mapping[str, float] | None = None,
-            float16: bool = True) -> tuple[Path, dict]:
+            float16: bool = True, significant_bits: int | None = None) -> tuple[Path, dict]:
     """Write the wheel of ``model`` into ``out_dir``: ``(wheel path, card)``."""
     from arboreal import __version__
     from arboreal.models.cards import card_json
@@ -88,7 +91,8 @@ def package(model: str, out_dir: str | os.PathLike, name: str | None = None,
         check_version(str(card["version"]))
     with tempfile.TemporaryDirectory() as tmp:
         file = Path(tmp) / "model.npz"
-        full = distribution_model(model, file, name, card, compact, thresholds, float16)
+        full = distribution_model(model, file, name, card, compact, thresholds, float16,
+                                  significant_bits)
         data = file.read_bytes()
     wheel = write_wheel(out_dir, full["name"], str(full["version"]), data, card_json(full),
                         full, requires=f"arboreal>={__version__}")

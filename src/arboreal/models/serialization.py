@@ -468,49 +468,74 @@ def get_weights(arrays: Mapping, prefix: str, size: int) -> np.ndarray:
     return out
 
 
-def put_half_weights(arrays: dict, prefix: str, bits: np.ndarray, values: np.ndarray) -> bool:
+#: float16 keeps 11 significant bits; :func:`put_half_weights` may keep fewer (at least 4)
+HALF_BITS = 11
+
+
+def put_half_weights(arrays: dict, prefix: str, bits: np.ndarray, values: np.ndarray,
+                     significant_bits: int = HALF_BITS) -> bool:
     """Store the non-zero ``values`` of a weight vector (in the order of the set bits of
     the bitmap ``bits``) as float16, scaled by a power of two, when that is safe: every
     value, scaled, is a normal float16 (no overflow, no loss to the subnormal range),
-    so that each weight keeps 11 significant bits (relative error at most 2**-11).
-    Members ``prefix_mask``; ``prefix_f16_hi`` and ``prefix_f16_lo``, the high bytes
-    (sign, exponent, top mantissa bits: few distinct values, deflated) and the low
-    bytes (noise, stored) of the little-endian float16 values, which together weigh
-    less and inflate faster than the values deflated whole; ``prefix_f16_scale`` (the
-    exponent e: weight = value * 2**-e, exact). Returns False, writing nothing, when
-    it is not safe."""
+    so that each weight keeps its ``significant_bits`` (4..11; rounded to nearest:
+    relative error at most 2**-significant_bits).
+
+    Members: ``prefix_mask``; ``prefix_f16_hi``, the high bytes of the little-endian
+    float16 values (sign, exponent, two mantissa bits: few distinct values, deflated);
+    ``prefix_f16_lo``, the top ``significant_bits - 3`` bits of their low bytes (noise:
+    bit-packed and stored), which together weigh less and inflate faster than the
+    values deflated whole; ``prefix_f16_scale``, ``[e, significant_bits]`` (weight =
+    value * 2**-e, exact). Returns False, writing nothing, when it is not safe.
+    O(n) vectorized."""
+    if not 4 <= significant_bits <= HALF_BITS:
+        raise ValueError(f"significant bits must lie in 4..{HALF_BITS}")
     values = np.asarray(values, dtype=np.float32)
     if values.size == 0 or not np.isfinite(values).all() or not (values != 0).all():
         return False
     magnitude = np.abs(values)
-    # the largest scaled value below 2**15 (float16 reaches 65504 < 2**16)
+    # the largest scaled value below 2**15 (float16 reaches 65504 < 2**16; rounding to
+    # fewer bits may carry it up to 2**15, still finite)
     exponent = 14 - int(np.floor(np.log2(float(magnitude.max()))))
     if not -126 <= exponent <= 126 or float(magnitude.min()) * 2.0 ** exponent < 2.0 ** -14:
         return False
-    half = (values.astype(np.float64) * 2.0 ** exponent).astype("<f2")
-    planes = half.view(np.uint8).reshape(-1, 2)
+    pattern = (values.astype(np.float64) * 2.0 ** exponent).astype("<f2").view("<u2")
+    dropped = HALF_BITS - significant_bits
+    if dropped:   # round the magnitude to nearest (sign-magnitude: carries are exact)
+        pattern = ((pattern.astype(np.uint32) + (1 << (dropped - 1))) >> dropped
+                   << dropped).astype("<u2")
+    kept = 8 - dropped           # bits of the low byte that carry information
+    low = (pattern & 0xFF).astype(np.uint8)
     arrays[f"{prefix}_mask"] = np.asarray(bits, dtype=np.uint8)
-    arrays[f"{prefix}_f16_hi"] = np.ascontiguousarray(planes[:, 1])
-    arrays[f"{prefix}_f16_lo"] = np.ascontiguousarray(planes[:, 0])
-    arrays[f"{prefix}_f16_scale"] = np.array(exponent, dtype=np.int16)
+    arrays[f"{prefix}_f16_hi"] = (pattern >> 8).astype(np.uint8)
+    arrays[f"{prefix}_f16_lo"] = low if kept == 8 else np.packbits(
+        np.unpackbits(low[:, None], axis=1)[:, :kept])
+    arrays[f"{prefix}_f16_scale"] = np.array([exponent, significant_bits], dtype=np.int16)
     return True
 
 
 def _half_values(arrays: Mapping, prefix: str, size: int) -> np.ndarray:
     """The float32 values of :func:`put_half_weights`' members, checked."""
-    for plane in ("hi", "lo"):
-        _check_vector(arrays, f"{prefix}_f16_{plane}", size)
-    if array_shape(arrays, f"{prefix}_f16_hi") != array_shape(arrays, f"{prefix}_f16_lo"):
-        raise ValueError(f"{prefix}_f16_hi and {prefix}_f16_lo differ in length")
-    if array_shape(arrays, f"{prefix}_f16_scale") != ():
-        raise ValueError(f"{prefix}_f16_scale is not one number")
+    _check_vector(arrays, f"{prefix}_f16_hi", size)
+    if array_shape(arrays, f"{prefix}_f16_scale") != (2,):
+        raise ValueError(f"{prefix}_f16_scale is not two numbers")
     scale = np.asarray(arrays[f"{prefix}_f16_scale"])
-    if scale.dtype.kind not in "iu" or not -126 <= int(scale) <= 126:
-        raise ValueError(f"{prefix}_f16_scale must be an integer in -126..126")
-    planes = np.empty((array_shape(arrays, f"{prefix}_f16_hi")[0], 2), dtype=np.uint8)
-    planes[:, 1] = np.asarray(arrays[f"{prefix}_f16_hi"])
-    planes[:, 0] = np.asarray(arrays[f"{prefix}_f16_lo"])
-    return planes.reshape(-1).view("<f2").astype(np.float32) * np.float32(2.0 ** -int(scale))
+    if scale.dtype.kind not in "iu" or not -126 <= int(scale[0]) <= 126 \
+            or not 4 <= int(scale[1]) <= HALF_BITS:
+        raise ValueError(f"{prefix}_f16_scale must be an exponent in -126..126 and a "
+                         f"number of significant bits in 4..{HALF_BITS}")
+    exponent, kept = int(scale[0]), int(scale[1]) - 3
+    n = array_shape(arrays, f"{prefix}_f16_hi")[0]
+    if array_shape(arrays, f"{prefix}_f16_lo") != ((n * kept + 7) // 8,):
+        raise ValueError(f"{prefix}_f16_lo does not hold {kept} bits for each of the "
+                         f"{n} values")
+    from arboreal.models._bitmap import merge_half_planes
+
+    high = np.ascontiguousarray(arrays[f"{prefix}_f16_hi"], dtype=np.uint8)
+    low = np.ascontiguousarray(arrays[f"{prefix}_f16_lo"], dtype=np.uint8)
+    pattern = np.empty(n, dtype="<u2")
+    if n:
+        merge_half_planes(high, low, kept, pattern)
+    return pattern.view("<f2").astype(np.float32) * np.float32(2.0 ** -exponent)
 
 
 def put_strings(arrays: dict, name: str, strings) -> None:

@@ -35,7 +35,8 @@ def model_cards() -> list[dict]:
     for where, table in (("installed", installed_models()), ("cache", cached_models())):
         for name, path in table.items():
             try:
-                _, meta, _ = open_model(path)
+                _, meta, arrays = open_model(path)
+                arrays.close()
                 card = card_of(meta, name)
                 beside = card_path(path)
                 if not isinstance(meta.get("card"), dict) and beside.is_file():

@@ -62,7 +62,8 @@ def run(args) -> int:
     from arboreal.models import open_model
     from arboreal.models.distribute import distribution_model
 
-    path, meta, _ = open_model(args.model)
+    path, meta, arrays = open_model(args.model)
+    arrays.close()
     card = distribution_model(args.model, args.output, thresholds=thresholds_of(args),
                               float16=not args.float32, significant_bits=args.bits)
     before = os.path.getsize(path)

@@ -39,13 +39,18 @@ def register_model_type(name: str, cls: type) -> None:
 def open_model(name) -> tuple[str, dict, object]:
     """``(path, meta, arrays)`` of the model ``name`` (a path, or the name of an installed
     or cached model): the metadata read and the model type checked, the arrays read
-    lazily (:class:`~arboreal.models.serialization.ModelArrays`, nothing inflated yet).
+    lazily (:class:`~arboreal.models.serialization.ModelArrays`, nothing inflated yet;
+    the file stays open for them until ``arrays.close()``).
     ModelError naming the file (or listing the known names) on any problem."""
     from arboreal.models.names import resolve_model
 
     path = resolve_model(name)
     meta, arrays = load_model_file(path)
-    model_class(path, meta, resolve=False)
+    try:
+        model_class(path, meta, resolve=False)
+    except BaseException:
+        arrays.close()
+        raise
     return path, meta, arrays
 
 
@@ -57,10 +62,13 @@ def load(name, model_type: str | None = None):
     unless the file holds a model of that type. ModelError for a file that is not a
     valid model, and one line listing the known names for an unknown name."""
     path, meta, arrays = open_model(name)
-    if model_type is not None and meta.get("model_type") != model_type:
-        raise ModelError(f"{path}: model type {meta.get('model_type')!r:.40} is not "
-                         f"{model_type!r}")
-    return model_class(path, meta).from_file_contents(path, meta, arrays)
+    try:
+        if model_type is not None and meta.get("model_type") != model_type:
+            raise ModelError(f"{path}: model type {meta.get('model_type')!r:.40} is not "
+                             f"{model_type!r}")
+        return model_class(path, meta).from_file_contents(path, meta, arrays)
+    finally:
+        arrays.close()    # an array read later opens the file again
 
 
 #: the name arboreal's modules used before :func:`load` took names

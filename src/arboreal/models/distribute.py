@@ -74,6 +74,7 @@ def distribution_model(model: str, out: str | os.PathLike, name: str | None = No
     new_meta["card"] = {k: v for k, v in full.items() if k not in ("contains", "size_bytes",
                                                                     "sha256")}
     save_model_file(out, new_meta, new_arrays)
+    arrays.close()
     data = Path(out).read_bytes()
     return {**full, "size_bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 

@@ -245,7 +245,8 @@ def download(name: str, index: str | None = None, retries: int = RETRIES,
             raise ArborealError(f"{entry['url']}: SHA-256 {digest} differs from the index's "
                                 f"{entry['sha256']}: refused (a damaged or different file)")
         try:
-            _, meta, _ = open_model(part / MODEL_FILE)
+            _, meta, arrays = open_model(part / MODEL_FILE)
+            arrays.close()
         except ModelError as exc:
             raise ArborealError(f"{entry['url']}: not a model this arboreal reads "
                                 f"({str(exc).split(': ', 1)[-1]})") from None

@@ -20,7 +20,8 @@ class ModelFacts:
         from arboreal.models import open_model
 
         # the one reader of model files (arboreal.load's), which leaves the arrays unread
-        self.path, meta, _ = open_model(name)
+        self.path, meta, arrays = open_model(name)
+        arrays.close()
         self.tagger = True if "tagger" in meta else None
         self.tokenizer = True if "tokenizer" in meta else None
         higher = meta.get("higher_order")

@@ -153,12 +153,24 @@ class ModelArrays(Mapping):
     :meth:`dtype` cost nothing and a loader can compare them with its metadata before
     any data is inflated. ``arrays[name]`` reads (once) with ``allow_pickle=False``
     and raises :class:`ModelError` naming the file if the member is corrupt.
+
+    The archive opened to check the headers stays open for the reads that follow (its
+    directory is parsed once, not once per member) until :meth:`close`, which a loader
+    calls when it is done; an array asked for after that opens the file again.
     """
 
-    def __init__(self, path: str, headers: dict[str, tuple[tuple[int, ...], np.dtype, bool, int]]):
+    def __init__(self, path: str, headers: dict[str, tuple[tuple[int, ...], np.dtype, bool, int]],
+                 archive: zipfile.ZipFile | None = None):
         self.path = path
         self._headers = headers
         self._cache: dict[str, np.ndarray] = {}
+        self._archive = archive
+
+    def close(self) -> None:
+        """Close the archive kept open since the headers were read (idempotent)."""
+        archive, self._archive = self._archive, None
+        if archive is not None:
+            archive.close()
 
     def shape(self, name: str) -> tuple[int, ...]:
         """The declared shape of member ``name`` (KeyError if there is none)."""
@@ -188,7 +200,7 @@ class ModelArrays(Mapping):
     def _read(self, name: str) -> np.ndarray:
         shape, dtype, fortran, size = self._headers[name]
         try:
-            with zipfile.ZipFile(self.path) as zf:
+            with _same_or_new(self._archive, self.path) as zf:
                 info = zf.getinfo(name + ".npy")
                 if info.file_size != size:
                     raise ValueError("the file changed while it was read")
@@ -205,6 +217,67 @@ class ModelArrays(Mapping):
         return arr
 
 
+class _same_or_new:
+    """``with``: the open ``archive`` (left open), or ``path`` opened (and closed)."""
+
+    def __init__(self, archive: zipfile.ZipFile | None, path: str):
+        self.archive, self.path, self.opened = archive, path, None
+
+    def __enter__(self) -> zipfile.ZipFile:
+        if self.archive is not None and self.archive.fp is not None:
+            return self.archive
+        self.opened = zipfile.ZipFile(self.path)
+        return self.opened
+
+    def __exit__(self, *exc) -> None:
+        if self.opened is not None:
+            self.opened.close()
+
+
+def _member_headers(path: str, zf: zipfile.ZipFile) -> dict:
+    """The checked header of every member of the open archive ``zf`` (ModelError for
+    a member that is not one of a model file); reads only the headers."""
+    headers: dict = {}
+    infos = zf.infolist()
+    if len(infos) > MAX_MEMBERS:
+        raise ModelError(f"{path}: not an arboreal model file ({len(infos)} members)")
+    total = 0
+    for info in infos:
+        name = info.filename
+        if not _MEMBER_NAME.fullmatch(name):
+            raise ModelError(f"{path}: not an arboreal model file "
+                             f"(unexpected member {name[:80]!r})")
+        key = name[:-4]
+        if key in headers:
+            raise ModelError(f"{path}: corrupt model file (member {name} appears twice)")
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise ModelError(f"{path}: corrupt model file (member {name}: "
+                             f"compression method {info.compress_type})")
+        if info.flag_bits & 0x1:
+            raise ModelError(f"{path}: corrupt model file (member {name} is encrypted)")
+        limit = MAX_META_BYTES if key == "__meta__" else MAX_MEMBER_BYTES
+        if info.file_size > limit:
+            raise ModelError(f"{path}: corrupt model file (member {name} would inflate "
+                             f"to {info.file_size} bytes, more than the {limit} "
+                             "a model member can have)")
+        total += info.file_size
+        if total > MAX_TOTAL_BYTES:
+            raise ModelError(f"{path}: corrupt model file (its members would inflate "
+                             f"to more than the {MAX_TOTAL_BYTES} bytes a model can have)")
+        with zf.open(info) as f:
+            try:
+                shape, dtype, fortran = _read_npy_header(f, info.file_size)
+            except ValueError as exc:
+                raise ModelError(f"{path}: corrupt model file (member {name}: "
+                                 f"{exc})") from None
+        headers[key] = (shape, dtype, fortran, info.file_size)
+    if "__meta__" not in headers:
+        raise ModelError(f"{path}: not an arboreal model file (no metadata)")
+    if headers["__meta__"][0] != () or headers["__meta__"][1].kind != "U":
+        raise ModelError(f"{path}: not an arboreal model file (bad metadata)")
+    return headers
+
+
 def load_model_file(path: str | os.PathLike) -> tuple[dict, ModelArrays]:
     """Read a model file: ``(meta, arrays)``; ModelError naming the file on any problem.
 
@@ -216,54 +289,29 @@ def load_model_file(path: str | os.PathLike) -> tuple[dict, ModelArrays]:
         raise ModelError(f"{path}: no such model file")
     if os.path.isdir(path):
         raise ModelError(f"{path}: is a directory, not a model file")
-    headers: dict = {}
+    zf = None   # stays open for the arrays' reads, until ModelArrays.close
     try:
         if not zipfile.is_zipfile(path):
             raise ModelError(f"{path}: not an arboreal model file")
-        with zipfile.ZipFile(path) as zf:
-            infos = zf.infolist()
-            if len(infos) > MAX_MEMBERS:
-                raise ModelError(f"{path}: not an arboreal model file ({len(infos)} members)")
-            total = 0
-            for info in infos:
-                name = info.filename
-                if not _MEMBER_NAME.fullmatch(name):
-                    raise ModelError(f"{path}: not an arboreal model file "
-                                     f"(unexpected member {name[:80]!r})")
-                key = name[:-4]
-                if key in headers:
-                    raise ModelError(f"{path}: corrupt model file (member {name} appears twice)")
-                if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-                    raise ModelError(f"{path}: corrupt model file (member {name}: "
-                                     f"compression method {info.compress_type})")
-                if info.flag_bits & 0x1:
-                    raise ModelError(f"{path}: corrupt model file (member {name} is encrypted)")
-                limit = MAX_META_BYTES if key == "__meta__" else MAX_MEMBER_BYTES
-                if info.file_size > limit:
-                    raise ModelError(f"{path}: corrupt model file (member {name} would inflate "
-                                     f"to {info.file_size} bytes, more than the {limit} "
-                                     "a model member can have)")
-                total += info.file_size
-                if total > MAX_TOTAL_BYTES:
-                    raise ModelError(f"{path}: corrupt model file (its members would inflate "
-                                     f"to more than the {MAX_TOTAL_BYTES} bytes a model can have)")
-                with zf.open(info) as f:
-                    try:
-                        shape, dtype, fortran = _read_npy_header(f, info.file_size)
-                    except ValueError as exc:
-                        raise ModelError(f"{path}: corrupt model file (member {name}: "
-                                         f"{exc})") from None
-                headers[key] = (shape, dtype, fortran, info.file_size)
-            if "__meta__" not in headers:
-                raise ModelError(f"{path}: not an arboreal model file (no metadata)")
-            if headers["__meta__"][0] != () or headers["__meta__"][1].kind != "U":
-                raise ModelError(f"{path}: not an arboreal model file (bad metadata)")
-    except ModelError:
+        zf = zipfile.ZipFile(path)
+        headers = _member_headers(path, zf)
+    except BaseException as exc:
+        if zf is not None:
+            zf.close()
+        if isinstance(exc, _ZIP_ERRORS) and not isinstance(exc, ModelError):
+            raise ModelError(f"{path}: not a readable arboreal model file "
+                             f"({exc.__class__.__name__}: {exc})") from None
         raise
-    except _ZIP_ERRORS as exc:
-        raise ModelError(f"{path}: not a readable arboreal model file "
-                         f"({exc.__class__.__name__}: {exc})") from None
-    arrays = ModelArrays(path, headers)
+    arrays = ModelArrays(path, headers, zf)
+    try:
+        return _checked_meta(path, arrays)
+    except BaseException:
+        arrays.close()
+        raise
+
+
+def _checked_meta(path: str, arrays: ModelArrays) -> tuple[dict, ModelArrays]:
+    """The metadata of an opened model file, checked: ``(meta, arrays)``."""
     text = str(arrays._take("__meta__"))
     try:
         meta = json.loads(text)

@@ -83,6 +83,19 @@ def _synthetic_treebank() -> str:
     return "\n".join(blocks) + "\n"
 
 
+def _warm_file_kernels() -> None:
+    """Compile the kernels that read weight vectors from model files (full and compact)
+    on the smallest inputs they take."""
+    import numpy as np
+
+    from arboreal.models._bitmap import merge_half_planes, scatter_bitmap
+
+    scatter_bitmap(np.zeros(1, dtype=np.uint8), np.zeros(0, dtype=np.float32),
+                   np.zeros(8, dtype=np.float32))
+    merge_half_planes(np.zeros(1, dtype=np.uint8), np.zeros(1, dtype=np.uint8), 5,
+                      np.zeros(1, dtype=np.uint16))
+
+
 def warmup(model_paths=(), log=None) -> None:
     """Compile (or load from the cache) the kernels that training and parsing use: with
     no model, a tiny pipeline is trained on synthetic sentences and run on raw text with
@@ -96,6 +109,7 @@ def warmup(model_paths=(), log=None) -> None:
     from arboreal.models.pipeline import train_pipeline
 
     say = log or (lambda line: None)
+    _warm_file_kernels()
     text = "The dog sees a cat. A bird likes the child.\n\nThe farmer helps a teacher.\n"
     models = [arboreal.load(path) for path in model_paths]
     if not models:

@@ -76,24 +76,26 @@ def word_rows(path: Path) -> list[list[tuple[str, ...]]]:
 
 def differences(a: Path, b: Path) -> dict:
     """Sentences and words whose analysis differs between two outputs of the same
-    input (gold tokens: the same words; raw text: sentences compared when both outputs
-    split the text the same way)."""
+    input. The sentences are aligned by their words (difflib), so that a sentence split
+    differently (raw text) counts once, as ``segmented_differently`` (sentences of
+    ``a`` without an identical word sequence in ``b`` at that place), and the aligned
+    sentences are compared word by word."""
+    import difflib
+
     sa, sb = word_rows(a), word_rows(b)
-    out = {"sentences": len(sa), "same_segmentation": len(sa) == len(sb) and all(
-        [w[0] for w in x] == [w[0] for w in y] for x, y in zip(sa, sb))}
-    if not out["same_segmentation"]:
-        out["segmentation_differs"] = sum(
-            [w[0] for w in x] != [w[0] for w in y] for x, y in zip(sa, sb)) + abs(
-            len(sa) - len(sb))
-        return out
-    words = sum(len(x) for x in sa)
-    out.update(words=words,
-               sentences_differing=sum(x != y for x, y in zip(sa, sb)),
-               heads_differing=sum(p[5] != q[5] for x, y in zip(sa, sb) for p, q in zip(x, y)),
-               labels_differing=sum(p[6] != q[6] for x, y in zip(sa, sb) for p, q in zip(x, y)),
-               tags_differing=sum(p[1:5] != q[1:5] for x, y in zip(sa, sb)
-                                  for p, q in zip(x, y)))
-    return out
+    fa, fb = [tuple(w[0] for w in x) for x in sa], [tuple(w[0] for w in x) for x in sb]
+    pairs, unaligned = [], 0
+    for op, i1, i2, j1, j2 in difflib.SequenceMatcher(None, fa, fb, autojunk=False).get_opcodes():
+        if op == "equal":
+            pairs += list(zip(sa[i1:i2], sb[j1:j2]))
+        else:
+            unaligned += i2 - i1
+    return {"sentences": len(sa), "segmented_differently": unaligned,
+            "words": sum(len(x) for x, _ in pairs),
+            "sentences_differing": sum(x != y for x, y in pairs),
+            "heads_differing": sum(p[5] != q[5] for x, y in pairs for p, q in zip(x, y)),
+            "labels_differing": sum(p[6] != q[6] for x, y in pairs for p, q in zip(x, y)),
+            "tags_differing": sum(p[1:5] != q[1:5] for x, y in pairs for p, q in zip(x, y))}
 
 
 def load_times(files: list[Path], loads: int) -> dict[str, dict]:
@@ -197,14 +199,13 @@ def section(result: dict, rows: list[dict] | None, load: tuple[float, float]) ->
     lines += ["", "Parses compared word by word (compact against full):", ""]
     for key, what in (("gold_tokens", "gold tokens"), ("raw", "raw text")):
         d = result["differences"][key]
-        if d["same_segmentation"]:
-            lines.append(f"- {what}: {d['sentences_differing']} of {d['sentences']} sentences "
-                         f"differ; of {d['words']} words, {d['heads_differing']} have another "
-                         f"head, {d['labels_differing']} another label, {d['tags_differing']} "
-                         "another lemma, UPOS, XPOS or FEATS.")
-        else:
-            lines.append(f"- {what}: the tokenization or sentence split differs in "
-                         f"{d['segmentation_differs']} of {d['sentences']} sentences.")
+        split = (f"{d['segmented_differently']} of {d['sentences']} sentences are tokenized "
+                 "or split differently; of the others, " if d["segmented_differently"] else "")
+        lines.append(f"- {what}: {split}{d['sentences_differing']} of "
+                     f"{d['sentences'] - d['segmented_differently']} sentences differ; of "
+                     f"their {d['words']} words, {d['heads_differing']} have another head, "
+                     f"{d['labels_differing']} another label, {d['tags_differing']} another "
+                     "lemma, UPOS, XPOS or FEATS.")
     ls = result["load_seconds"]
     lines += ["", f"`arboreal.load` (in one process, alternating, after a warm-up; median / fastest of "
                   f"{ls['full'].get('loads', '')} loads): full "

@@ -100,17 +100,24 @@ def differences(a: Path, b: Path) -> dict:
 
 def load_times(files: list[Path], loads: int) -> dict[str, dict]:
     """``arboreal.load`` of each file, alternating, ``loads`` times each after one
-    warm-up load each (compiled kernels, file cache): median and fastest seconds."""
+    warm-up load each (compiled kernels, file cache): median and fastest seconds of
+    wall-clock time and of the process's CPU time (less disturbed by whatever else
+    runs on the machine)."""
     script = f"""
 import json, statistics, sys, time, arboreal
 files = {[str(f) for f in files]!r}
 for f in files: arboreal.load(f)
-times = {{f: [] for f in files}}
+wall = {{f: [] for f in files}}
+cpu = {{f: [] for f in files}}
 for _ in range({loads}):
     for f in files:
-        t = time.perf_counter(); arboreal.load(f); times[f].append(time.perf_counter() - t)
-print(json.dumps({{f: {{"median": statistics.median(t), "fastest": min(t)}}
-                  for f, t in times.items()}}))
+        t, c = time.perf_counter(), time.process_time()
+        arboreal.load(f)
+        wall[f].append(time.perf_counter() - t)
+        cpu[f].append(time.process_time() - c)
+print(json.dumps({{f: {{"median": statistics.median(wall[f]), "fastest": min(wall[f]),
+                      "cpu_median": statistics.median(cpu[f]), "cpu_fastest": min(cpu[f])}}
+                  for f in files}}))
 """
     out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True,
                          text=True).stdout
@@ -207,11 +214,15 @@ def section(result: dict, rows: list[dict] | None, load: tuple[float, float]) ->
                      f"{d['labels_differing']} another label, {d['tags_differing']} another "
                      "lemma, UPOS, XPOS or FEATS.")
     ls = result["load_seconds"]
-    lines += ["", f"`arboreal.load` (in one process, alternating, after a warm-up; median / fastest of "
-                  f"{ls['full'].get('loads', '')} loads): full "
-                  f"{1000 * ls['full']['median']:.0f} / {1000 * ls['full']['fastest']:.0f} ms, "
-                  f"compact {1000 * ls['compact']['median']:.0f} / "
-                  f"{1000 * ls['compact']['fastest']:.0f} ms.", "",
+    lines += ["", f"`arboreal.load` (in one process, alternating, after a warm-up; median / "
+                  f"fastest of {ls['full'].get('loads', '')} loads each): wall-clock time: "
+                  f"full {1000 * ls['full']['median']:.0f} / {1000 * ls['full']['fastest']:.0f} "
+                  f"ms, compact {1000 * ls['compact']['median']:.0f} / "
+                  f"{1000 * ls['compact']['fastest']:.0f} ms; CPU time: full "
+                  f"{1000 * ls['full']['cpu_median']:.0f} / "
+                  f"{1000 * ls['full']['cpu_fastest']:.0f} ms, compact "
+                  f"{1000 * ls['compact']['cpu_median']:.0f} / "
+                  f"{1000 * ls['compact']['cpu_fastest']:.0f} ms.", "",
               "| vector | threshold | kept | dropped | float16 bits |", "|---|---:|---:|---:|---:|"]
     for name, v in sorted(result["vectors"].items()):
         lines.append(f"| {name} | {v['threshold']:g} | {v['kept']} | {v['dropped']} | "

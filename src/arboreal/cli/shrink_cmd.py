@@ -46,10 +46,10 @@ def add_parser(subparsers) -> None:
                     "magnitude), the rest stored float16 (scaled by a power of two, rounded "
                     "to --bits significant bits) where every value fits, else float32; "
                     "everything else copied. The copy parses as the model does except "
-                    "where the dropped weights or the rounding decide (on EWT about 1% of "
-                    "the words change head or label, and LAS moves by about 0.1: "
-                    "docs/benchmarks.md, 'Compact models'). 'arboreal package' does this "
-                    "by default. OUT is written atomically.")
+                    "where the dropped weights or the rounding decide (docs/benchmarks.md, "
+                    "'Compact models', measures how many words change on EWT, and the "
+                    "scores). 'arboreal package' does this by default. OUT is written "
+                    "atomically.")
     p.add_argument("model", metavar="MODEL", help=MODEL_HELP)
     p.add_argument("-o", "--output", metavar="OUT", required=True, help="model file to write")
     add_compact_arguments(p)

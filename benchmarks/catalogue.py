@@ -191,7 +191,7 @@ def build(folder: Path, out: Path, work: Path, version: str, manifest: dict, sco
     target = out / f"{name}-{version}.model"
     facts = treebank_facts(folder, manifest)
     card = {"version": version, **facts,
-            "description": f"{folder.name}: tokenizer, tagger, lemmatizer and parser"}
+            "description": f"arboreal's catalogue model of {folder.name}"}
     distribution_model(full, target, name, card)
     result = {"treebank": folder.name, "name": name, "file": target.name,
               "full_bytes": full.stat().st_size, "train_seconds": train_seconds,
@@ -246,7 +246,8 @@ def write_atomically(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def models_doc(results: list[dict], command: str, load: tuple[float, float]) -> str:
+def models_doc(results: list[dict], command: str, load: tuple[float, float],
+               available: list[str]) -> str:
     def cell(r: dict, kind: str, metric: str) -> str:
         value = r.get("scores", {}).get(kind, {}).get(metric)
         return "n/a" if value is None else f"{value:.2f}"
@@ -277,6 +278,16 @@ def models_doc(results: list[dict], command: str, load: tuple[float, float]) -> 
             f"{cell(r, 'gold_tokens', 'UAS')} | {cell(r, 'gold_tokens', 'LAS')} | "
             f"{r['bytes'] / 1e6:.2f} ({r['full_bytes'] / 1e6:.2f}) | "
             f"{'n/a' if speed is None else speed} |")
+    reused = [r["treebank"] for r in results if r["train_seconds"] is None]
+    if reused:
+        lines += ["", f"Not trained by this run (`--reuse`): {', '.join(reused)}, a model "
+                      "trained before by the same `arboreal train` command (its card gives "
+                      "it)."]
+    missing = sorted(set(available) - {r["treebank"] for r in results})
+    if missing:
+        lines += ["", f"Not in this run ({len(results)} of the {len(available)} treebanks with "
+                      f"a train split): {', '.join(missing)}. Run the command without "
+                      "`--treebanks` for the whole table."]
     nc = [r["treebank"] for r in results if r["non_commercial"]]
     if nc:
         lines += ["", f"Models of {', '.join(sorted(nc))} are trained on treebanks under "
@@ -306,9 +317,9 @@ def main(argv: list[str] | None = None) -> int:
 
     check_version(args.version)
     reuse = dict(item.split("=", 1) for item in args.reuse)
-    folders = [f for f in sorted(args.data_dir.iterdir())
-               if f.is_dir() and split(f, "train") is not None
-               and (args.treebanks is None or f.name in args.treebanks)]
+    trainable = [f for f in sorted(args.data_dir.iterdir())
+                 if f.is_dir() and split(f, "train") is not None]
+    folders = [f for f in trainable if args.treebanks is None or f.name in args.treebanks]
     if not folders:
         raise SystemExit(f"no treebank with a train split in {args.data_dir}")
     scorer = choose_scorer(args.scorer)
@@ -333,7 +344,8 @@ def main(argv: list[str] | None = None) -> int:
     (args.out_dir / "results.json").write_text(json.dumps(results, indent=2) + "\n")
     shown = ["python", "benchmarks/catalogue.py", *argv]
     write_atomically(args.docs, models_doc(results, shlex.join(shown),
-                                           (load0, os.getloadavg()[0])))
+                                           (load0, os.getloadavg()[0]),
+                                           [f.name for f in trainable]))
     print(f"catalogue: {len(results)} model(s), index {out / 'index.json'}, table {args.docs}",
           file=sys.stderr)
     return 0

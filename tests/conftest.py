@@ -37,7 +37,14 @@ def tiny_pipeline(tmp_path_factory):
 
 @pytest.fixture
 def model_home(tmp_path, monkeypatch):
-    """An empty model cache (ARBOREAL_HOME) for the test."""
+    """An empty model cache (ARBOREAL_HOME) for the test, and no installed model
+    package but those the test installs (any installed where the tests run are hidden)."""
+    import arboreal.models.names as names
+
     home = tmp_path / "arboreal-home"
     monkeypatch.setenv("ARBOREAL_HOME", str(home))
+    everywhere = names.installed_models
+    already = set(everywhere())
+    monkeypatch.setattr(names, "installed_models",
+                        lambda: {k: v for k, v in everywhere().items() if k not in already})
     return home

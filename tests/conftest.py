@@ -14,3 +14,37 @@ def ctrl_c():
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     yield
     signal.signal(signal.SIGINT, previous)
+
+
+@pytest.fixture(scope="session")
+def tiny_pipeline(tmp_path_factory):
+    """A whole pipeline (tokenizer, tagger, first-order parser) trained in a few seconds
+    on 60 sentences of the sample treebank: for tests of model files as such."""
+    from pathlib import Path
+
+    from arboreal.cli import main
+    from arboreal.io.conllu import read_conllu, write_conllu
+
+    sample = Path(__file__).resolve().parents[1] / "data" / "sample"
+    d = tmp_path_factory.mktemp("tiny-pipeline")
+    write_conllu(read_conllu(sample / "en_ewt-sample-train.conllu")[:60], d / "train.conllu")
+    model = d / "tiny.model"
+    assert main(["train", str(d / "train.conllu"), "-o", str(model), "--epochs", "2",
+                 "--tagger-epochs", "1", "--hash-bits", "16", "--jackknife", "2",
+                 "--quiet"]) == 0
+    return model
+
+
+@pytest.fixture
+def model_home(tmp_path, monkeypatch):
+    """An empty model cache (ARBOREAL_HOME) for the test, and no installed model
+    package but those the test installs (any installed where the tests run are hidden)."""
+    import arboreal.models.names as names
+
+    home = tmp_path / "arboreal-home"
+    monkeypatch.setenv("ARBOREAL_HOME", str(home))
+    everywhere = names.installed_models
+    already = set(everywhere())
+    monkeypatch.setattr(names, "installed_models",
+                        lambda: {k: v for k, v in everywhere().items() if k not in already})
+    return home

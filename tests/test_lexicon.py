@@ -322,6 +322,15 @@ def test_save_load_round_trip(tmp_path, small_lexicon):
     assert meta["model_type"] == "lexicon" and meta["lexicon_version"] == 1
     assert meta["tokens"] == small_lexicon.tokens
     assert sorted(p.name for p in tmp_path.iterdir()) == ["lex.npz"]
+    # it loads by type only: where a model is taken, a lexicon is a one-line error
+    import arboreal
+    from arboreal.cli import main
+
+    assert isinstance(arboreal.load(path, "lexicon"), Lexicon)
+    with pytest.raises(ModelError, match="unknown model type 'lexicon'"):
+        arboreal.load(path)
+    (tmp_path / "in.txt").write_text("a b c\n")
+    assert main(["parse", str(path), str(tmp_path / "in.txt"), "--input", "tokenized"]) == 2
 
 
 def _tampered(tmp_path, lex: Lexicon, meta_changes=None, **arrays):

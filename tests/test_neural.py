@@ -244,3 +244,36 @@ def test_ctrl_c_during_neural_training_saves_the_best_epoch(tmp_path):
 
     model = arboreal.load(out)
     assert model.meta["best_epoch"] >= 1 and model.meta["training"]["stopped"] == "interrupt"
+
+
+def test_the_server_the_tag_command_and_spacy_serve_a_neural_model(tiny_model, tmp_path):
+    """A neural model tags as it parses: the server lists it as a tagger, `arboreal tag`
+    fills the tag columns, and the spaCy component sets tags and trees."""
+    from arboreal.server import make_app, process
+
+    model, path = tiny_model
+    served = make_app({"tiny": model}).models["tiny"]
+    assert served.components == ["tagger", "parser"]
+    out = process(served, {"data": "The dog barks .", "input": "horizontal", "tagger": "",
+                           "parser": ""})
+    rows = [line.split("\t") for line in out.splitlines() if line and line[0].isdigit()]
+    assert len(rows) == 4 and all(r[3] != "_" and r[6] != "_" for r in rows)
+    tagged_only = process(served, {"data": "The dog barks .", "input": "horizontal",
+                                   "tagger": ""})
+    rows = [line.split("\t") for line in tagged_only.splitlines() if line and line[0].isdigit()]
+    assert all(r[3] != "_" and r[6] == "_" for r in rows)
+    src = tmp_path / "in.txt"
+    src.write_text("The dog barks .\nA cat sleeps .\n")
+    proc = subprocess.run([sys.executable, "-m", "arboreal", "tag", str(path), str(src),
+                           "--input", "tokenized"], capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    rows = [line.split("\t") for line in proc.stdout.splitlines() if line and line[0].isdigit()]
+    assert len(rows) == 8 and all(r[3] != "_" and r[2] != "_" for r in rows)
+    spacy = pytest.importorskip("spacy")
+    import arboreal.integrations.spacy  # noqa: F401
+
+    nlp = spacy.blank("en")
+    nlp.add_pipe("arboreal", config={"model": str(path)})
+    doc = nlp("The dog barks loudly.")
+    assert all(t.pos_ for t in doc) and sum(t.dep_ == "root" for t in doc) == 1

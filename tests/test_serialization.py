@@ -96,7 +96,7 @@ def test_arrays_are_read_lazily_after_their_headers_are_checked(tmp_path):
         get_weights(back, "w", 10)
     assert np.array_equal(get_weights(back, "w", 100), np.arange(100, dtype=np.float32))
     (tmp_path / "x.model").write_text("# sent_id = 1\n1\tA\ta\tX\tX\t_\t0\troot\t_\t_\n\n")
-    with pytest.raises(ModelError, match="not an arboreal model file$"):
+    with pytest.raises(ModelError, match=r"not an arboreal model file \(it is a CoNLL-U file"):
         load_model_file(tmp_path / "x.model")
 
 
@@ -117,3 +117,29 @@ def test_a_labeler_with_thousands_of_labels_gets_fewer_rows():
     with pytest.warns(UserWarning, match="5001 distinct labels"):
         lab = Labeler(LABEL_TEMPLATES, np.array([f"l{i}" for i in range(5001)]), bits=18)
     assert lab.W.size <= TRAIN_TABLE_ENTRIES and lab.bits < 18
+
+
+def test_a_load_parses_the_archive_once_and_closes_it(tiny_pipeline, monkeypatch):
+    """The archive opened to check the headers serves every array read of a load (its
+    directory parsed once, not once per member), and the load closes it; an array read
+    after that opens the file again."""
+    import os
+
+    import arboreal
+
+    opened = []
+
+    class Counting(zipfile.ZipFile):
+        def __init__(self, *args, **kwargs):
+            opened.append(args[0])
+            super().__init__(*args, **kwargs)
+
+    monkeypatch.setattr(zipfile, "ZipFile", Counting)
+    fds = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+    model = arboreal.load(tiny_pipeline)
+    assert opened == [str(tiny_pipeline)] and model.tokenizer is not None
+    if fds is not None:
+        assert len(os.listdir("/proc/self/fd")) == fds
+    meta, arrays = load_model_file(tiny_pipeline)
+    arrays.close()
+    assert np.asarray(arrays["w_mask"]).size > 0 and len(opened) == 3

@@ -498,10 +498,10 @@ class FakeModel:
 
 @pytest.fixture
 def fake_model(monkeypatch):
-    import arboreal.models
+    import arboreal
 
     model = FakeModel()
-    monkeypatch.setattr(arboreal.models, "load_model", lambda path: model)
+    monkeypatch.setattr(arboreal, "load", lambda path: model)
     return model
 
 
@@ -560,9 +560,9 @@ def test_cli_model_long_sentence_gets_a_note(tmp_path, fake_model):
 
 
 def test_cli_model_without_marginals(tmp_path, capsys, monkeypatch):
-    import arboreal.models
+    import arboreal
 
-    monkeypatch.setattr(arboreal.models, "load_model", lambda path: FakeModel(False))
+    monkeypatch.setattr(arboreal, "load", lambda path: FakeModel(False))
     assert main(["show", "--model", "m.npz", str(SAMPLE), "-o", str(tmp_path / "x.html"),
                  "--sentences", "1"]) == 2
     one_line_error(capsys, "m.npz", "arc marginals")

@@ -31,13 +31,13 @@ _LAZY = {
 }
 
 
-def load(path) -> "object":
-    """Load a model file written by ``arboreal train`` (any model type); the model
-    parses sentences (``parse``), raw text (``parse_text``) and token lists
-    (``parse_tokens``). ModelError for a file that is not a valid model."""
-    from arboreal.models import load_model
+def load(name, model_type: str | None = None) -> "object":
+    """Load a model: a model file written by ``arboreal train``, or the name of an
+    installed model package (``arboreal package``) or of a model in the local cache
+    (``arboreal download``); see :func:`arboreal.models.load`, which this is."""
+    from arboreal.models import load as load_any
 
-    return load_model(path)
+    return load_any(name, model_type)
 
 
 def __getattr__(name: str):

@@ -90,6 +90,19 @@ def _synthetic_treebank() -> str:
     return "\n".join(blocks) + "\n"
 
 
+def _warm_file_kernels() -> None:
+    """Compile the kernels that read weight vectors from model files (full and compact)
+    on the smallest inputs they take."""
+    import numpy as np
+
+    from arboreal.models._bitmap import merge_half_planes, scatter_bitmap
+
+    scatter_bitmap(np.zeros(1, dtype=np.uint8), np.zeros(0, dtype=np.float32),
+                   np.zeros(8, dtype=np.float32))
+    merge_half_planes(np.zeros(1, dtype=np.uint8), np.zeros(1, dtype=np.uint8), 5,
+                      np.zeros(1, dtype=np.uint16))
+
+
 def warmup(model_paths=(), log=None) -> None:
     """Compile (or load from the cache) the kernels that training and parsing use: with
     no model, a tiny pipeline is trained on synthetic sentences and run on raw text with
@@ -98,12 +111,14 @@ def warmup(model_paths=(), log=None) -> None:
     import io
 
     from arboreal.io.conllu import read_conllu
-    from arboreal.models import Parser, load_model
+    import arboreal
+    from arboreal.models import Parser
     from arboreal.models.pipeline import train_pipeline
 
     say = log or (lambda line: None)
+    _warm_file_kernels()
     text = "The dog sees a cat. A bird likes the child.\n\nThe farmer helps a teacher.\n"
-    models = [load_model(path) for path in model_paths]
+    models = [arboreal.load(path) for path in model_paths]
     if not models:
         bank = read_conllu(io.StringIO(_synthetic_treebank()))
         for decoder in ("eisner", "cle"):
@@ -117,7 +132,7 @@ def warmup(model_paths=(), log=None) -> None:
         words = ["The", "dog", "sees", "a", "cat", "."]
         if model.tokenizer is not None:
             sentences = model.parse_text(text)
-        elif model.tagger is not None:
+        elif model.tag_columns:
             sentences = model.parse_tokens([words])
         else:   # a parser alone needs tagged input
             from arboreal.io.sentence import Sentence

@@ -27,7 +27,7 @@ and writes each output file atomically. The output is byte for byte that of
 **The model** travels once per worker, never per task and never as a pickled object:
 the model *file's* bytes are scattered to every worker (``client.scatter(...,
 broadcast=True)``), and each worker loads them once with
-:func:`arboreal.models.load_model` (from a file in its scratch directory, since model
+:func:`arboreal.load` (from a file in its scratch directory, since model
 arrays are read lazily from the file) and keeps the model in a module-level cache
 keyed by the bytes' SHA-256 (one model at a time per worker process); later shards,
 and later commands with the same model on the same cluster, find it there. A command
@@ -228,7 +228,7 @@ def worker_model(model_bytes: bytes | None, digest: str, name: str = "MODEL"):
             return hit[0]
         if model_bytes is None:
             return None
-        from arboreal.models import load_model
+        import arboreal
 
         for _, old in _MODELS.values():
             try:
@@ -242,7 +242,7 @@ def worker_model(model_bytes: bytes | None, digest: str, name: str = "MODEL"):
             f.write(model_bytes)
         # the file stays while the model is cached: arrays are read from it lazily
         try:
-            model = load_model(path)
+            model = arboreal.load(path)
         except ArborealError as exc:
             os.unlink(path)
             raise ArborealError(str(exc).replace(path, name)) from None
@@ -303,8 +303,10 @@ class _ModelOnCluster:
     worker (once) unless every worker holds that model already (:func:`cached_digest`),
     as after an earlier command on the same cluster."""
 
-    def __init__(self, client, path: str):
-        with open(path, "rb") as f:
+    def __init__(self, client, model: str):
+        from arboreal.models.names import resolve_model
+
+        with open(resolve_model(model), "rb") as f:
             self.data = f.read()
         self.digest = hashlib.sha256(self.data).hexdigest()
         self.client = client

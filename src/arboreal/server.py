@@ -139,7 +139,7 @@ class ServedModel:
         out = []
         if getattr(self.model, "tokenizer", None) is not None:
             out.append("tokenizer")
-        if getattr(self.model, "tagger", None) is not None:
+        if getattr(self.model, "tag_columns", ()):
             out.append("tagger")
         out.append("parser")
         return out
@@ -505,7 +505,7 @@ def process(served: ServedModel, params: dict[str, str], max_words: int | None =
         raise _bad(f"Unknown output format '{output}'.")
     if tokenize and getattr(model, "tokenizer", None) is None:
         raise _bad("The required model does not contain a tokenizer!")
-    if tag and getattr(model, "tagger", None) is None:
+    if tag and not getattr(model, "tag_columns", ()):
         raise _bad("The required model does not contain a tagger!")
     if not data.strip():
         return format_output([], output)

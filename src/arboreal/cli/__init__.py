@@ -28,8 +28,9 @@ from arboreal.errors import ArborealError
 _log = logging.getLogger(__name__)
 
 #: subcommand modules, in the order ``arboreal --help`` lists them
-SUBCOMMANDS = ("train", "parse", "tag", "eval", "show", "serve", "clusters", "lexicon",
-               "embeddings", "warmup", "stats", "validate", "projectivize")
+SUBCOMMANDS = ("train", "parse", "tag", "eval", "show", "serve", "models", "download", "package",
+               "shrink", "clusters", "lexicon", "embeddings", "warmup", "stats", "validate",
+               "projectivize")
 
 
 #: exit status of a command whose output pipe was closed: what a shell reports for a

@@ -20,6 +20,11 @@ INPUT_HELP = ("auto (default): CoNLL-U if the first line that is not a comment s
               "blank lines (tokenized and split into sentences by the model)")
 
 
+#: the help of every command's MODEL argument
+MODEL_HELP = ("a model file written by 'arboreal train', or the name of an installed model "
+              "package or of a model in the cache ('arboreal models' lists them)")
+
+
 def add_input_arguments(p, several: bool = False) -> None:
     """INPUT, -o, --input, --retag, --output-format, --jobs and --quiet: shared by
     ``parse`` and ``tag``; ``several``: INPUT... (several files, with --scheduler; only
@@ -67,7 +72,7 @@ def add_parser(subparsers) -> None:
                     "is given; HEAD may be '_' in the input. The input is streamed (a block "
                     "of sentences at a time), so memory does not grow with the corpus; an "
                     "output file is written atomically.")
-    p.add_argument("model", metavar="MODEL", help="model file written by 'arboreal train'")
+    p.add_argument("model", metavar="MODEL", help=MODEL_HELP)
     add_input_arguments(p, several=True)
     p.add_argument("--output-dir", metavar="DIR",
                    help="with --scheduler: write each INPUT's output, atomically, to a file "
@@ -176,18 +181,18 @@ def run_stream(args, tag_only: bool) -> int:
     processes), write the output, warn about what the model could not do fully."""
     from contextlib import ExitStack
 
+    import arboreal
     from arboreal._compile import notice_if_compiling
-    from arboreal.models import load_model
     from arboreal.models.facts import ModelFacts
     from arboreal.models.stream import StreamOptions, process_stream
 
     inputs = _stream_inputs(args)
     # on a cluster the workers load the model; here its metadata suffices for the checks
     scheduler = getattr(args, "scheduler", None)
-    model = load_model(args.model) if scheduler is None else ModelFacts(args.model)
+    model = arboreal.load(args.model) if scheduler is None else ModelFacts(args.model)
     kbest, decode = getattr(args, "kbest", 1), getattr(args, "decode", "map")
     marginals = getattr(args, "marginals", False)
-    if tag_only and getattr(model, "tagger", None) is None:
+    if tag_only and not getattr(model, "tag_columns", ()):
         raise ArborealError(f"{args.model}: this model has no tagger (it was trained with "
                             "--no-tagger or on data without UPOS)")
     if (kbest > 1 or decode != "map" or marginals) and model.order > 1:

@@ -64,9 +64,10 @@ def add_parser(subparsers) -> None:
                     "and runs at a lower CPU priority, so long texts do not hold up "
                     "short ones. Needs waitress: pip install 'arboreal[serve]'.")
     p.add_argument("models", metavar="MODEL", nargs="+",
-                   help="model file written by 'arboreal train', or NAME=PATH; the name "
-                        "(default: the file name without its extension) is what requests "
-                        "give as 'model', and any hyphen-separated prefix of it works too")
+                   help="model file written by 'arboreal train', the name of an installed or "
+                        "cached model, or NAME=MODEL; the name (default: the file name "
+                        "without its extension, or the model's name) is what requests give "
+                        "as 'model', and any hyphen-separated prefix of it works too")
     p.add_argument("--default-model", metavar="NAME", default=None,
                    help="the model for requests that name none (default: the first)")
     p.add_argument("--host", default="127.0.0.1",
@@ -101,13 +102,19 @@ def add_parser(subparsers) -> None:
 
 
 def model_specs(specs: list[str]) -> list[tuple[str, str]]:
-    """(name, path) of each MODEL argument: ``NAME=PATH`` or a path (named by its file
-    name without the extension). ArborealError for an empty or repeated name."""
+    """(name, model) of each MODEL argument: ``NAME=MODEL``, a path (named by its file
+    name without the extension) or a model's name (named so). ArborealError for an
+    empty or repeated name."""
+    from arboreal.models.names import NAME_PATTERN, looks_like_path
+
     out: list[tuple[str, str]] = []
     for spec in specs:
         name, sep, path = spec.partition("=")
         if not sep or not name or "/" in name or os.sep in name or os.path.exists(spec):
             name, path = Path(spec).stem, spec
+            if not os.path.exists(spec) and not looks_like_path(spec) \
+                    and NAME_PATTERN.fullmatch(spec):
+                name = spec      # an installed or cached model's name
         if not name or not path:
             raise ArborealError(f"{spec!r}: expected a model file or NAME=PATH")
         if any(name == n for n, _ in out):
@@ -116,18 +123,25 @@ def model_specs(specs: list[str]) -> list[tuple[str, str]]:
     return out
 
 
+def load_models(specs: list[tuple[str, str]]) -> dict:
+    """name -> loaded model of each ``(name, model)`` of :func:`model_specs`, each model a
+    path or a model name (:func:`arboreal.load`)."""
+    import arboreal
+
+    return {name: arboreal.load(model) for name, model in specs}
+
+
 def run(args) -> int:
     if importlib.util.find_spec("waitress") is None:
         raise ArborealError("'arboreal serve' needs waitress: pip install 'arboreal[serve]'")
     from functools import partial
 
     from arboreal.server import make_pool_app, serve
+    from arboreal.models.names import resolve_model
     from arboreal.server_workers import WorkerPool, default_workers, load_app
 
-    specs = model_specs(args.models)
-    for _, path in specs:          # a missing file is said before workers start
-        if not os.path.isfile(path):
-            raise ArborealError(f"{path}: no such model file")
+    # names resolved to files here: a missing one is said before the workers start
+    specs = [(name, resolve_model(model)) for name, model in model_specs(args.models)]
     workers = args.workers or default_workers()
     log = logging.getLogger(__name__).info
     configure_waitress(verbose=args.verbose)

@@ -48,7 +48,8 @@ def add_parser(subparsers) -> None:
                    help="refuse to put more than N sentences into one page (default: "
                         f"{DEFAULT_MAX_SENTENCES}; 0: no limit)")
     p.add_argument("--model", metavar="MODEL", default=None,
-                   help="model file written by 'arboreal train': draw its parse of each "
+                   help="model file written by 'arboreal train' (or an installed or cached model's "
+                        "name): draw its parse of each "
                         "sentence and a heat map of its arc marginals")
     p.add_argument("--input", dest="input_format", choices=("auto", *INPUT_FORMATS),
                    default="auto",
@@ -215,9 +216,9 @@ def run(args: argparse.Namespace) -> int:
     model = None
     if args.model is not None:
         from arboreal.cli.parse_cmd import input_sentences
-        from arboreal.models import load_model
+        import arboreal
 
-        model = load_model(args.model)
+        model = arboreal.load(args.model)
         stream = input_sentences(model, args)
     else:
         if args.input_format not in ("auto", "conllu"):

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 
 def add_parser(subparsers) -> None:
-    from arboreal.cli.parse_cmd import add_input_arguments
+    from arboreal.cli.parse_cmd import MODEL_HELP, add_input_arguments
 
     p = subparsers.add_parser(
         "tag", help="tokenize, tag and lemmatize text (no parsing)",
@@ -11,7 +11,7 @@ def add_parser(subparsers) -> None:
                     "throughout a sentence with the predictions of the model's tagger "
                     "(every one with --retag); HEAD and DEPREL are left as they are. "
                     "Streamed; an output file is written atomically.")
-    p.add_argument("model", metavar="MODEL", help="model file written by 'arboreal train'")
+    p.add_argument("model", metavar="MODEL", help=MODEL_HELP)
     add_input_arguments(p)
     p.set_defaults(func=run)
 

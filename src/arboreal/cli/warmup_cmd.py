@@ -16,7 +16,7 @@ def add_parser(subparsers) -> None:
                     "when building a container image, so that the first real command "
                     "starts at once.")
     p.add_argument("models", metavar="MODEL", nargs="*",
-                   help="model files to warm up (default: a built-in tiny model)")
+                   help="model files or names to warm up (default: a built-in tiny model)")
     p.add_argument("--quiet", action="store_true", help="no progress lines")
     p.set_defaults(func=run)
 

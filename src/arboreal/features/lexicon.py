@@ -520,12 +520,12 @@ class Lexicon:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Lexicon":
-        """Read a file written by :meth:`save`; ModelError naming the file for a
-        missing, damaged or foreign file (another model type included)."""
-        from arboreal.models.serialization import load_model_file
+        """Read a file written by :meth:`save` (:func:`arboreal.load`, checked to hold a
+        lexicon); ModelError naming the file for a missing, damaged or foreign file
+        (another model type included)."""
+        import arboreal
 
-        meta, arrays = load_model_file(path)
-        return cls.from_file_contents(str(path), meta, arrays)
+        return arboreal.load(path, MODEL_TYPE)
 
 
 def _check(lex: Lexicon) -> None:

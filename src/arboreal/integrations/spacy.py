@@ -13,8 +13,9 @@ Importing this module registers the factory ``"arboreal"``::
 Config (all JSON values, so ``nlp.config`` stays serializable):
 
 ``model`` (str)
-    Path of a model file written by ``arboreal train``. It is loaded with
-    :func:`arboreal.models.load_model` once, on first use (so that ``spacy.load`` of a
+    Path of a model file written by ``arboreal train``, or the name of an installed
+    model package or a cached model. It is loaded with :func:`arboreal.load` once, on
+    first use (so that ``spacy.load`` of a
     saved pipeline reads the copy saved with it, not this path).
 ``overwrite_tags`` (bool, default False)
     False: the ``pos_``, ``tag_``, ``lemma_`` and ``morph`` a previous component set are
@@ -244,9 +245,9 @@ class ArborealParser:
             if self._model_path is None:
                 raise ArborealError(f"spaCy component {self.name!r} has no arboreal model: "
                                     "add it with config={'model': 'path/to/model.npz'}")
-            from arboreal.models import load_model
+            import arboreal
 
-            self._model = load_model(self._model_path)
+            self._model = arboreal.load(self._model_path)
         return self._model
 
     @property
@@ -358,8 +359,7 @@ class ArborealParser:
         """Parse every sentence of ``docs`` in one ``model.parse`` call; set the trees
         and tags on the docs."""
         model = self.arboreal_model
-        tagger = getattr(model, "tagger", None)
-        retag = tuple(tagger.columns) if self.overwrite_tags and tagger is not None else ()
+        retag = tuple(getattr(model, "tag_columns", ())) if self.overwrite_tags else ()
         plans = []
         sentences = []
         for doc in docs:
@@ -432,8 +432,7 @@ class ArborealParser:
         if self._model is None:
             columns = set(_TAG_WRITERS)
         else:
-            tagger = getattr(self._model, "tagger", None)
-            columns = set(tagger.columns) if tagger is not None else set()
+            columns = set(getattr(self._model, "tag_columns", ()))
         plain = {k: v for k, v in kwargs.items() if k != "getter"}
         for attr, name in (("upos", "pos"), ("xpos", "tag"), ("lemmas", "lemma")):
             if attr in columns:
@@ -458,7 +457,9 @@ class ArborealParser:
         if self._model is not None:
             self._model.save(path)
         elif self._model_path is not None:
-            shutil.copyfile(self._model_path, path)
+            from arboreal.models.names import resolve_model
+
+            shutil.copyfile(resolve_model(self._model_path), path)
         else:
             raise ArborealError(f"spaCy component {self.name!r} has no arboreal model to save")
 
@@ -470,10 +471,10 @@ class ArborealParser:
 
     def from_disk(self, path, *, exclude: Iterable[str] = ()) -> "ArborealParser":
         """Load the model that :meth:`to_disk` wrote into the folder ``path``."""
-        from arboreal.models import load_model
+        import arboreal
 
         file = Path(path) / MODEL_FILE
-        self._model = load_model(file)
+        self._model = arboreal.load(file)
         self._model_path = str(file)
         return self
 
@@ -483,12 +484,12 @@ class ArborealParser:
 
     def from_bytes(self, data: bytes, *, exclude: Iterable[str] = ()) -> "ArborealParser":
         """Load a model from :meth:`to_bytes`'s bytes."""
-        from arboreal.models import load_model
+        import arboreal
 
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / MODEL_FILE
             path.write_bytes(data)
-            self._model = load_model(path)  # the loaders read every array at once
+            self._model = arboreal.load(path)  # the loaders read every array at once
         self._model_path = None
         return self
 

@@ -1,8 +1,10 @@
-"""The bitmap scatter that reads sparse weight vectors from model files (numba), apart
-from :mod:`arboreal.models.serialization` so that reading a model file's metadata does not
+"""The kernels that read weight vectors from model files (numba): the bitmap scatter
+of sparse vectors and the merge of a compact file's float16 byte planes, apart from
+:mod:`arboreal.models.serialization` so that reading a model file's metadata does not
 import numba."""
 from __future__ import annotations
 
+import numpy as np
 from numba import njit
 
 
@@ -45,3 +47,23 @@ def scatter_bitmap(bits, values, out):
             out[base + k] = v if bit else out[base + k]
             j += bit
     return j
+
+
+@njit(cache=True)
+def merge_half_planes(hi, lo, kept, out):
+    """``out[i]``: the uint16 pattern of the i-th float16 value of a compact weight
+    vector, from its high byte ``hi[i]`` and the ``kept`` (1..8) significant bits of its
+    low byte, bit-packed big-endian in ``lo`` (``np.packbits`` order; the bits dropped
+    are zero). ``lo`` must hold at least ``ceil(len(hi) * kept / 8)`` bytes. O(n), one
+    pass: each field is read from the 16-bit window of the two bytes it spans."""
+    n = hi.shape[0]
+    last = lo.shape[0] - 1
+    mask = (1 << kept) - 1
+    for i in range(n):
+        pos = i * kept
+        j = pos >> 3
+        window = np.uint32(lo[j]) << 8
+        if j < last:
+            window |= np.uint32(lo[j + 1])
+        field = (window >> (16 - (pos & 7) - kept)) & mask
+        out[i] = (np.uint16(hi[i]) << 8) | np.uint16(field << (8 - kept))

@@ -33,7 +33,7 @@ from arboreal.models.pieces import parse_in_pieces
 from arboreal.models.pipeline import (PIPELINE_SECTIONS, PipelineMixin, attach_pipeline,
                                        complete_tags, put_pipeline)
 from arboreal.models.labeler import TRAIN_TABLE_ENTRIES, Labeler, fitting_bits, label_templates
-from arboreal.models.serialization import (MetaFields, load_model_file, put_weights,
+from arboreal.models.serialization import (MetaFields, put_weights,
                                            save_model_file)
 from arboreal.scorers import SCORERS, scorer_class
 from arboreal.scorers.hashed import SECTIONS as HASHED_SECTIONS, HashedScorer
@@ -258,6 +258,14 @@ class Parser(PipelineMixin):
         if self.higher_order is not None:
             texts += [t for ts in self.higher_order.parts.templates.values() for t in ts]
         return self.features.reads_tags or templates_read_tags(texts)
+
+    @property
+    def tag_columns(self) -> tuple:
+        """The tag columns this model fills (Sentence attributes): its tagger's, or
+        those its scorer predicts as it parses (empty: the input must be tagged)."""
+        if self.tagger is not None:
+            return tuple(self.tagger.columns)
+        return tuple(self.scorer.tag_columns)
 
     @property
     def fallbacks_total(self) -> int:
@@ -738,9 +746,13 @@ class Parser(PipelineMixin):
         ``HeadProb`` and ``LabelProb`` in MISC (see :mod:`arboreal.models.analysis`)."""
         if decode != "map" or probabilities:
             self._first_order_only("MBR decoding and probabilities")
-        sentences = complete_tags(self, sentences, retag)
-        if self.scorer.tag_columns and (decode != "map" or probabilities):
-            sentences = self._filled_tags(sentences, retag)
+        if self.scorer.tag_columns and self.tagger is None:
+            # the scorer tags as it parses: the tree's pass fills the tags (map), or
+            # one pass fills them first (the analyses)
+            if decode != "map" or probabilities:
+                sentences = self._filled_tags(sentences, retag)
+        else:
+            sentences = complete_tags(self, sentences, retag)
         if decode == "map" and not probabilities:
             def whole(batch: list) -> list:
                 return self._parse_whole(batch, retag)
@@ -804,12 +816,14 @@ class Parser(PipelineMixin):
 
     @classmethod
     def load(cls, path) -> "Parser":
-        meta, arrays = load_model_file(path)
-        return cls.from_file_contents(str(path), meta, arrays)
+        """:func:`arboreal.load` (a path or a model name), checked to be a parser."""
+        from arboreal.models import load
+
+        return load(path, cls.model_type)
 
     @classmethod
     def from_file_contents(cls, path: str, meta: dict, arrays) -> "Parser":
-        """A parser from a model file's metadata and arrays (:func:`load_model_file`);
+        """A parser from a model file's metadata and arrays (:func:`~arboreal.models.open_model`);
         every field and array is checked against the others, ModelError naming the
         file and the field on any problem."""
         if meta.get("model_type") != cls.model_type:

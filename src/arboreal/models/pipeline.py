@@ -68,6 +68,8 @@ def complete_tags(model, sentences: Sequence, retag: bool = False) -> list:
     sentence without UPOS (or ``retag``) when ``model`` has no tagger. O(words) plus the tagging."""
     sentences = list(sentences)
     tagger = getattr(model, "tagger", None)
+    if tagger is None and getattr(getattr(model, "scorer", None), "tag_columns", None):
+        return model._filled_tags(sentences, retag)      # a scorer that tags
     if tagger is None:
         if retag:
             raise UntaggedInputError("this model has no tagger, so it cannot retag its input "

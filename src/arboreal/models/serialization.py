@@ -3,7 +3,8 @@
 Layout: array ``__meta__`` is a 0-d str array with JSON
 ``{"format": "arboreal-model", "format_version": 1, "model_type": ..., ...}``;
 every other entry is a plain numeric or str array. Weight vectors are stored as a
-bitmap of their non-zero entries plus the float32 values (:func:`put_weights`), string
+bitmap of their non-zero entries plus the float32 values (:func:`put_weights`; a
+compact file, :mod:`arboreal.models.compact`, holds float16 values, :func:`put_half_weights`), string
 lists as one UTF-8 buffer (:func:`put_strings`); members are zlib-compressed except the
 weight values, which barely compress and would cost more to inflate than to read.
 Writes go to a temporary file in the target directory and are renamed into place
@@ -44,7 +45,10 @@ FORMAT = "arboreal-model"
 FORMAT_VERSION = 1
 
 
-STORED_SUFFIX = "_nz"   # members whose name ends so are written without compression
+#: members whose name ends so are written without compression: float32 weights and the
+#: low bytes of float16 ones, which barely compress and would cost more to inflate than
+#: to read
+STORED_SUFFIX = ("_nz", "_f16_lo")
 
 #: Largest hashed weight vector a trainer writes: ``--hash-bits`` and FeatureSet
 #: accept 10..30, so 2**30 float32 weights (4 GiB dense) is a legitimate vector.
@@ -78,8 +82,8 @@ _ZIP_ERRORS = (zipfile.BadZipFile, zipfile.LargeZipFile, zlib.error, lzma.LZMAEr
 def save_model_file(path: str | os.PathLike, meta: dict, arrays: dict[str, np.ndarray]) -> None:
     """Write ``meta`` (JSON-able; format keys added) and ``arrays`` atomically to ``path``.
 
-    The file is an ordinary ``.npz`` (``np.load`` reads it); members named ``*_nz``
-    are stored uncompressed, all others deflated.
+    The file is an ordinary ``.npz`` (``np.load`` reads it); members whose names end
+    in :data:`STORED_SUFFIX` are stored uncompressed, all others deflated.
     """
     path = Path(path)
     full = {"format": FORMAT, "format_version": FORMAT_VERSION, **meta}
@@ -149,12 +153,24 @@ class ModelArrays(Mapping):
     :meth:`dtype` cost nothing and a loader can compare them with its metadata before
     any data is inflated. ``arrays[name]`` reads (once) with ``allow_pickle=False``
     and raises :class:`ModelError` naming the file if the member is corrupt.
+
+    The archive opened to check the headers stays open for the reads that follow (its
+    directory is parsed once, not once per member) until :meth:`close`, which a loader
+    calls when it is done; an array asked for after that opens the file again.
     """
 
-    def __init__(self, path: str, headers: dict[str, tuple[tuple[int, ...], np.dtype, bool, int]]):
+    def __init__(self, path: str, headers: dict[str, tuple[tuple[int, ...], np.dtype, bool, int]],
+                 archive: zipfile.ZipFile | None = None):
         self.path = path
         self._headers = headers
         self._cache: dict[str, np.ndarray] = {}
+        self._archive = archive
+
+    def close(self) -> None:
+        """Close the archive kept open since the headers were read (idempotent)."""
+        archive, self._archive = self._archive, None
+        if archive is not None:
+            archive.close()
 
     def shape(self, name: str) -> tuple[int, ...]:
         """The declared shape of member ``name`` (KeyError if there is none)."""
@@ -184,7 +200,7 @@ class ModelArrays(Mapping):
     def _read(self, name: str) -> np.ndarray:
         shape, dtype, fortran, size = self._headers[name]
         try:
-            with zipfile.ZipFile(self.path) as zf:
+            with _same_or_new(self._archive, self.path) as zf:
                 info = zf.getinfo(name + ".npy")
                 if info.file_size != size:
                     raise ValueError("the file changed while it was read")
@@ -225,6 +241,67 @@ def _what_it_is(path: str) -> str:
     return ""
 
 
+class _same_or_new:
+    """``with``: the open ``archive`` (left open), or ``path`` opened (and closed)."""
+
+    def __init__(self, archive: zipfile.ZipFile | None, path: str):
+        self.archive, self.path, self.opened = archive, path, None
+
+    def __enter__(self) -> zipfile.ZipFile:
+        if self.archive is not None and self.archive.fp is not None:
+            return self.archive
+        self.opened = zipfile.ZipFile(self.path)
+        return self.opened
+
+    def __exit__(self, *exc) -> None:
+        if self.opened is not None:
+            self.opened.close()
+
+
+def _member_headers(path: str, zf: zipfile.ZipFile) -> dict:
+    """The checked header of every member of the open archive ``zf`` (ModelError for
+    a member that is not one of a model file); reads only the headers."""
+    headers: dict = {}
+    infos = zf.infolist()
+    if len(infos) > MAX_MEMBERS:
+        raise ModelError(f"{path}: not an arboreal model file ({len(infos)} members)")
+    total = 0
+    for info in infos:
+        name = info.filename
+        if not _MEMBER_NAME.fullmatch(name):
+            raise ModelError(f"{path}: not an arboreal model file "
+                             f"(unexpected member {name[:80]!r})")
+        key = name[:-4]
+        if key in headers:
+            raise ModelError(f"{path}: corrupt model file (member {name} appears twice)")
+        if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+            raise ModelError(f"{path}: corrupt model file (member {name}: "
+                             f"compression method {info.compress_type})")
+        if info.flag_bits & 0x1:
+            raise ModelError(f"{path}: corrupt model file (member {name} is encrypted)")
+        limit = MAX_META_BYTES if key == "__meta__" else MAX_MEMBER_BYTES
+        if info.file_size > limit:
+            raise ModelError(f"{path}: corrupt model file (member {name} would inflate "
+                             f"to {info.file_size} bytes, more than the {limit} "
+                             "a model member can have)")
+        total += info.file_size
+        if total > MAX_TOTAL_BYTES:
+            raise ModelError(f"{path}: corrupt model file (its members would inflate "
+                             f"to more than the {MAX_TOTAL_BYTES} bytes a model can have)")
+        with zf.open(info) as f:
+            try:
+                shape, dtype, fortran = _read_npy_header(f, info.file_size)
+            except ValueError as exc:
+                raise ModelError(f"{path}: corrupt model file (member {name}: "
+                                 f"{exc})") from None
+        headers[key] = (shape, dtype, fortran, info.file_size)
+    if "__meta__" not in headers:
+        raise ModelError(f"{path}: not an arboreal model file (no metadata)")
+    if headers["__meta__"][0] != () or headers["__meta__"][1].kind != "U":
+        raise ModelError(f"{path}: not an arboreal model file (bad metadata)")
+    return headers
+
+
 def load_model_file(path: str | os.PathLike) -> tuple[dict, ModelArrays]:
     """Read a model file: ``(meta, arrays)``; ModelError naming the file on any problem.
 
@@ -236,54 +313,29 @@ def load_model_file(path: str | os.PathLike) -> tuple[dict, ModelArrays]:
         raise ModelError(f"{path}: no such model file")
     if os.path.isdir(path):
         raise ModelError(f"{path}: is a directory, not a model file")
-    headers: dict = {}
+    zf = None   # stays open for the arrays' reads, until ModelArrays.close
     try:
         if not zipfile.is_zipfile(path):
             raise ModelError(f"{path}: not an arboreal model file{_what_it_is(path)}")
-        with zipfile.ZipFile(path) as zf:
-            infos = zf.infolist()
-            if len(infos) > MAX_MEMBERS:
-                raise ModelError(f"{path}: not an arboreal model file ({len(infos)} members)")
-            total = 0
-            for info in infos:
-                name = info.filename
-                if not _MEMBER_NAME.fullmatch(name):
-                    raise ModelError(f"{path}: not an arboreal model file "
-                                     f"(unexpected member {name[:80]!r})")
-                key = name[:-4]
-                if key in headers:
-                    raise ModelError(f"{path}: corrupt model file (member {name} appears twice)")
-                if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-                    raise ModelError(f"{path}: corrupt model file (member {name}: "
-                                     f"compression method {info.compress_type})")
-                if info.flag_bits & 0x1:
-                    raise ModelError(f"{path}: corrupt model file (member {name} is encrypted)")
-                limit = MAX_META_BYTES if key == "__meta__" else MAX_MEMBER_BYTES
-                if info.file_size > limit:
-                    raise ModelError(f"{path}: corrupt model file (member {name} would inflate "
-                                     f"to {info.file_size} bytes, more than the {limit} "
-                                     "a model member can have)")
-                total += info.file_size
-                if total > MAX_TOTAL_BYTES:
-                    raise ModelError(f"{path}: corrupt model file (its members would inflate "
-                                     f"to more than the {MAX_TOTAL_BYTES} bytes a model can have)")
-                with zf.open(info) as f:
-                    try:
-                        shape, dtype, fortran = _read_npy_header(f, info.file_size)
-                    except ValueError as exc:
-                        raise ModelError(f"{path}: corrupt model file (member {name}: "
-                                         f"{exc})") from None
-                headers[key] = (shape, dtype, fortran, info.file_size)
-            if "__meta__" not in headers:
-                raise ModelError(f"{path}: not an arboreal model file (no metadata)")
-            if headers["__meta__"][0] != () or headers["__meta__"][1].kind != "U":
-                raise ModelError(f"{path}: not an arboreal model file (bad metadata)")
-    except ModelError:
+        zf = zipfile.ZipFile(path)
+        headers = _member_headers(path, zf)
+    except BaseException as exc:
+        if zf is not None:
+            zf.close()
+        if isinstance(exc, _ZIP_ERRORS) and not isinstance(exc, ModelError):
+            raise ModelError(f"{path}: not a readable arboreal model file "
+                             f"({exc.__class__.__name__}: {exc})") from None
         raise
-    except _ZIP_ERRORS as exc:
-        raise ModelError(f"{path}: not a readable arboreal model file "
-                         f"({exc.__class__.__name__}: {exc})") from None
-    arrays = ModelArrays(path, headers)
+    arrays = ModelArrays(path, headers, zf)
+    try:
+        return _checked_meta(path, arrays)
+    except BaseException:
+        arrays.close()
+        raise
+
+
+def _checked_meta(path: str, arrays: ModelArrays) -> tuple[dict, ModelArrays]:
+    """The metadata of an opened model file, checked: ``(meta, arrays)``."""
     text = str(arrays._take("__meta__"))
     try:
         meta = json.loads(text)
@@ -450,9 +502,12 @@ def get_weights(arrays: Mapping, prefix: str, size: int) -> np.ndarray:
         if mask_shape != ((size + 7) // 8,):
             raise ValueError(f"{prefix}_mask covers {8 * math.prod(mask_shape)} weights, "
                              f"expected {size}")
-        _check_vector(arrays, f"{prefix}_nz", size)
         bits = np.asarray(arrays[f"{prefix}_mask"], dtype=np.uint8)
-        values = np.asarray(arrays[f"{prefix}_nz"], dtype=np.float32)
+        if f"{prefix}_f16_hi" in arrays:
+            values = _half_values(arrays, prefix, size)
+        else:
+            _check_vector(arrays, f"{prefix}_nz", size)
+            values = np.asarray(arrays[f"{prefix}_nz"], dtype=np.float32)
         _check_values(f"{prefix}_nz", values)
         out = aligned_zeros(size)
         used = scatter_bitmap(bits, values, out)
@@ -483,6 +538,76 @@ def get_weights(arrays: Mapping, prefix: str, size: int) -> np.ndarray:
         raise ValueError(f"{prefix}_idx: weight index out of range")
     out[idx] = val
     return out
+
+
+#: float16 keeps 11 significant bits; :func:`put_half_weights` may keep fewer (at least 4)
+HALF_BITS = 11
+
+
+def put_half_weights(arrays: dict, prefix: str, bits: np.ndarray, values: np.ndarray,
+                     significant_bits: int = HALF_BITS) -> bool:
+    """Store the non-zero ``values`` of a weight vector (in the order of the set bits of
+    the bitmap ``bits``) as float16, scaled by a power of two, when that is safe: every
+    value, scaled, is a normal float16 (no overflow, no loss to the subnormal range),
+    so that each weight keeps its ``significant_bits`` (4..11; rounded to nearest:
+    relative error at most 2**-significant_bits).
+
+    Members: ``prefix_mask``; ``prefix_f16_hi``, the high bytes of the little-endian
+    float16 values (sign, exponent, two mantissa bits: few distinct values, deflated);
+    ``prefix_f16_lo``, the top ``significant_bits - 3`` bits of their low bytes (noise:
+    bit-packed and stored), which together weigh less and inflate faster than the
+    values deflated whole; ``prefix_f16_scale``, ``[e, significant_bits]`` (weight =
+    value * 2**-e, exact). Returns False, writing nothing, when it is not safe.
+    O(n) vectorized."""
+    if not 4 <= significant_bits <= HALF_BITS:
+        raise ValueError(f"significant bits must lie in 4..{HALF_BITS}")
+    values = np.asarray(values, dtype=np.float32)
+    if values.size == 0 or not np.isfinite(values).all() or not (values != 0).all():
+        return False
+    magnitude = np.abs(values)
+    # the largest scaled value below 2**15 (float16 reaches 65504 < 2**16; rounding to
+    # fewer bits may carry it up to 2**15, still finite)
+    exponent = 14 - int(np.floor(np.log2(float(magnitude.max()))))
+    if not -126 <= exponent <= 126 or float(magnitude.min()) * 2.0 ** exponent < 2.0 ** -14:
+        return False
+    pattern = (values.astype(np.float64) * 2.0 ** exponent).astype("<f2").view("<u2")
+    dropped = HALF_BITS - significant_bits
+    if dropped:   # round the magnitude to nearest (sign-magnitude: carries are exact)
+        pattern = ((pattern.astype(np.uint32) + (1 << (dropped - 1))) >> dropped
+                   << dropped).astype("<u2")
+    kept = 8 - dropped           # bits of the low byte that carry information
+    low = (pattern & 0xFF).astype(np.uint8)
+    arrays[f"{prefix}_mask"] = np.asarray(bits, dtype=np.uint8)
+    arrays[f"{prefix}_f16_hi"] = (pattern >> 8).astype(np.uint8)
+    arrays[f"{prefix}_f16_lo"] = low if kept == 8 else np.packbits(
+        np.unpackbits(low[:, None], axis=1)[:, :kept])
+    arrays[f"{prefix}_f16_scale"] = np.array([exponent, significant_bits], dtype=np.int16)
+    return True
+
+
+def _half_values(arrays: Mapping, prefix: str, size: int) -> np.ndarray:
+    """The float32 values of :func:`put_half_weights`' members, checked."""
+    _check_vector(arrays, f"{prefix}_f16_hi", size)
+    if array_shape(arrays, f"{prefix}_f16_scale") != (2,):
+        raise ValueError(f"{prefix}_f16_scale is not two numbers")
+    scale = np.asarray(arrays[f"{prefix}_f16_scale"])
+    if scale.dtype.kind not in "iu" or not -126 <= int(scale[0]) <= 126 \
+            or not 4 <= int(scale[1]) <= HALF_BITS:
+        raise ValueError(f"{prefix}_f16_scale must be an exponent in -126..126 and a "
+                         f"number of significant bits in 4..{HALF_BITS}")
+    exponent, kept = int(scale[0]), int(scale[1]) - 3
+    n = array_shape(arrays, f"{prefix}_f16_hi")[0]
+    if array_shape(arrays, f"{prefix}_f16_lo") != ((n * kept + 7) // 8,):
+        raise ValueError(f"{prefix}_f16_lo does not hold {kept} bits for each of the "
+                         f"{n} values")
+    from arboreal.models._bitmap import merge_half_planes
+
+    high = np.ascontiguousarray(arrays[f"{prefix}_f16_hi"], dtype=np.uint8)
+    low = np.ascontiguousarray(arrays[f"{prefix}_f16_lo"], dtype=np.uint8)
+    pattern = np.empty(n, dtype="<u2")
+    if n:
+        merge_half_planes(high, low, kept, pattern)
+    return pattern.view("<f2").astype(np.float32) * np.float32(2.0 ** -exponent)
 
 
 def put_strings(arrays: dict, name: str, strings) -> None:

@@ -166,8 +166,10 @@ def add_parser(subparsers) -> None:
                    help="with --order 3: grandparent and grand-sibling parts of every child "
                         "(all, default) or of each head's outermost children (outer)")
     p.add_argument("--memory-budget", type=float, default=None, metavar="BYTES",
-                   help="with --order 2/3: bytes one sentence's decoding may take (default "
-                        "2 GiB); longer sentences are parsed at first order")
+                   help="with --order 2/3: bytes one sentence's decoding may take in "
+                        "training (default 1 GiB, also what parse uses; not stored in the "
+                        "model); a sentence over it is pruned harder, then trained at first "
+                        "order, with a warning")
     p.add_argument("--no-projectivize", action="store_true",
                    help="with --decoder eisner, train on the trees as given instead of "
                         "their minimum-loss projective versions")

@@ -163,6 +163,11 @@ def test_resume_refuses_another_training_and_checkpoint_a_used_folder(files, tmp
     assert main([*mira(files), "-o", str(out), "--resume", str(tmp_path / "none")]) == 2
     assert "no checkpoint to resume" in capsys.readouterr().err
     assert not out.exists()
+    # a command refused for its options makes no checkpoint folder
+    fresh = tmp_path / "fresh"
+    assert main([*mira(files), "-o", str(out), "--learner-option", "nope=1", "--checkpoint",
+                 str(fresh)]) == 2
+    assert "nope" in capsys.readouterr().err and not fresh.exists()
 
 
 def test_the_neural_scorer_resumes_to_the_uninterrupted_model(files, tmp_path):

@@ -129,6 +129,25 @@ def test_the_help_lists_no_removed_option(capsys):
         assert "--" + named.replace("_", "-") in out
 
 
+def test_the_command_lines_higher_order_options_and_defaults_are_the_configs(capsys):
+    from arboreal.cli.train_cmd import HIGHER_ORDER_KEYS
+
+    assert HIGHER_ORDER_KEYS == HIGHER_ORDER_OPTIONS
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    config = TrainingConfig()
+    assert f"(default {config.prune_recall:g})" in out
+    assert f"(default {config.threshold:.0e})".replace("e-0", "e-") in out
+    assert f"(default {config.memory_budget / 2**30:g} GiB" in out
+    assert f"{config.grand_scope}, default" in out
+
+
+def test_the_learner_may_still_be_the_third_argument(tiny):
+    model = Parser.train(tiny[0][:10], None, "perceptron", epochs=1, hash_bits=10)
+    assert model.meta["training"]["learner"] == "perceptron"
+
+
 @pytest.mark.parametrize("options, problem", [
     ({"learner": "nope"}, "unknown learner 'nope'"),
     ({"max_heads": 5}, "need a higher-order model"),

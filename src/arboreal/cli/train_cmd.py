@@ -295,7 +295,6 @@ def _train(args, mixing) -> int:
 
     for path in (args.train, args.dev):
         check_treebank(path)
-    checkpoint = _checkpoint(args)
     train = read_conllu(args.train)
     dev = read_conllu(args.dev) if args.dev else None
     for warning in training_data_warnings(train, single_root=not args.multi_root):
@@ -319,6 +318,7 @@ def _train(args, mixing) -> int:
         # the objective (EG: dual, primal, gap) per pass; not an option of the model
         config.learner_options.setdefault("verbose", True)
     progress, log = _reporting(args, config.epochs_to_run())
+    checkpoint = _checkpoint(args)   # once the options are known to be right
 
     clusters = None
     if args.clusters is not None:
@@ -508,7 +508,6 @@ def _train_neural(args) -> int:
         raise ArborealError("--patience needs --dev (it stops on dev LAS)")
     for path in (args.train, args.dev):
         check_treebank(path)
-    checkpoint = _checkpoint(args)
     train = read_conllu(args.train)
     dev = read_conllu(args.dev) if args.dev else None
     for warning in training_data_warnings(train, single_root=not args.multi_root):
@@ -516,7 +515,10 @@ def _train_neural(args) -> int:
     options = dict(args.scorer_option)
     if args.epochs is not None:
         options["epochs"] = args.epochs
-    total = options.get("epochs", 40)
+    from arboreal.models.neural import neural_options
+
+    total = neural_options(options)[1]["epochs"]      # checks the options by name
+    checkpoint = _checkpoint(args)   # once the options are known to be right
 
     def bar(order, epoch):
         from tqdm import tqdm

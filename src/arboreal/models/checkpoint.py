@@ -154,7 +154,9 @@ class TrainingCheckpoint:
             for stray in self.folder.glob(".*.tmp"):
                 stray.unlink(missing_ok=True)
             return
-        if self.folder.exists() and (not self.folder.is_dir() or any(self.folder.iterdir())):
+        # (temporary files of a process killed while it made the folder do not count)
+        if self.folder.exists() and (not self.folder.is_dir() or any(
+                not p.name.endswith(".tmp") for p in self.folder.iterdir())):
             raise ArborealError(f"{self.folder}: not an empty folder; continue its "
                                 f"checkpoint with --resume {self.folder}, or choose a new "
                                 "folder")

@@ -191,6 +191,8 @@ class Parser(PipelineMixin):
         """
         from arboreal.models.training import TrainingConfig, train_parser
 
+        if isinstance(config, str):     # the learner, once the third argument
+            options["learner"], config = config, None
         if config is None:
             try:
                 config = TrainingConfig.from_options(**options)

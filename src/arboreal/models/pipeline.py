@@ -230,8 +230,8 @@ class _Stages:
         if self.checkpoint is not None:
             meta, arrays = {}, {}
             if model is None:
-                meta["none"] = str(caught[-1].message).removeprefix("no tokenizer: ") \
-                    if caught else "none trained"
+                why = [str(w.message) for w in caught if str(w.message).startswith("no tok")]
+                meta["none"] = why[-1].removeprefix("no tokenizer: ") if why else "none"
             else:
                 model.put(meta, arrays)
             self.checkpoint.save_stage("tokenizer", meta, arrays)

@@ -210,6 +210,7 @@ class TrainingConfig:
         if misplaced:
             bad(f"{', '.join(misplaced)}: options of the higher-order model, not of the "
                 "learner (--" + misplaced[0].replace("_", "-") + ")")
+        self.make_learner()        # its options, checked by its constructor
         kinds = self.kinds()
         ho_given = sorted(given & set(HIGHER_ORDER_OPTIONS))
         if ho_given and not kinds:

@@ -162,7 +162,7 @@ class ParameterMixing:
     """``learner`` (an online learner) trained by iterative parameter mixing over
     ``shards`` shards, on the Dask cluster of ``client`` (a ``distributed.Client``) or,
     without one, shard after shard in this process; ``mode``: "uniform" or "error".
-    A learner as far as ``Parser.train`` is concerned (``fit``)."""
+    A learner as far as ``Parser.train`` is concerned (``start``, ``fit``)."""
 
     def __init__(self, learner, client=None, shards: int = 1, mode: str = "uniform"):
         if not is_online(learner):

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from arboreal.learn.trainer import KeepBest, Trainer, run_epochs
+from arboreal.learn.trainer import KeepBest, Trainer
 from arboreal.models.checkpoint import load_state, save_state
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "arboreal"

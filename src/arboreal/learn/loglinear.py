@@ -402,9 +402,16 @@ class LbfgsLearner:
         k = self.work
         while True:
             self.g = self.g.astype(np.float64)
-            self._setulb(self.m, self.x, low, up, nbd, self.f, self.g, self.factr, LBFGS_GTOL,
-                         k["wa"], k["iwa"], k["task"], k["lsave"], k["isave"], k["dsave"],
-                         20, k["ln_task"])
+            try:
+                self._setulb(self.m, self.x, low, up, nbd, self.f, self.g, self.factr,
+                             LBFGS_GTOL, k["wa"], k["iwa"], k["task"], k["lsave"], k["isave"],
+                             k["dsave"], 20, k["ln_task"])
+            except TypeError as exc:       # another scipy's routine
+                import scipy
+
+                raise ValueError(f"the L-BFGS learner drives scipy's L-BFGS-B routine as "
+                                 f"scipy 1.15 to 1.17 have it; scipy {scipy.__version__} "
+                                 f"calls it otherwise ({exc})") from None
             task = k["task"][0]
             if task == 3:                     # evaluate f and g at x
                 self.f, self.g = self._evaluate(self.x)

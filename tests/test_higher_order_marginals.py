@@ -227,19 +227,19 @@ def test_marginal_learners_train_order_2(tmp_path, learner, C):
     def uas(model):
         return (np.concatenate([h[1:] for h in model.predict_heads(test)]) == gold).mean()
 
-    duals = []
-    fit = ExponentiatedGradient.fit
+    owners = []
+    start = ExponentiatedGradient.start
 
-    def spy(self, *args, **kw):
-        w = fit(self, *args, **kw)
-        duals.extend(r["dual"] for r in self.history)
-        return w
+    def spy(self, *args, **kw):        # the learner Parser.train builds
+        owners.append(self)
+        return start(self, *args, **kw)
 
-    ExponentiatedGradient.fit = spy
+    ExponentiatedGradient.start = spy
     try:
         model = Parser.train(train, order=2, learner=learner, epochs=8, C=C, hash_bits=16)
     finally:
-        ExponentiatedGradient.fit = fit
+        ExponentiatedGradient.start = start
+    duals = [r["dual"] for owner in owners for r in owner.history]
     untrained = Parser.train(train, order=2, learner="loglinear", epochs=1, C=1e-6,
                              hash_bits=16)
     assert model.meta["training"]["learner"] == learner

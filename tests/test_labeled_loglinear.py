@@ -215,7 +215,7 @@ def test_two_stage_model_files_still_load_without_label_features(tmp_path, tiny)
     assert [list(x) for x in q.predict(tiny[:8])[1]] == [list(x) for x in p.predict(tiny[:8])[1]]
 
 
-def test_cli_labeled_partition(tmp_path, sample):
+def test_cli_labeled_learner(tmp_path, sample):
     from arboreal.cli import main
     from arboreal.io.conllu import write_conllu
 
@@ -223,12 +223,12 @@ def test_cli_labeled_partition(tmp_path, sample):
     out = tmp_path / "out.conllu"
     train = tmp_path / "train.conllu"
     write_conllu(sample[:40], train)
-    assert main(["train", str(train), "-o", str(model), "--learner", "loglinear",
-                 "--labeled-partition", "--iterations", "2", "--hash-bits", "14", "--quiet"]) == 0
+    assert main(["train", str(train), "-o", str(model), "--learner", "loglinear-labeled",
+                 "--epochs", "2", "--hash-bits", "14", "--quiet"]) == 0
     from arboreal.models import load_model
 
     assert load_model(model).label_features is not None
     assert main(["parse", str(model), str(SAMPLE / "en_ewt-sample-test.conllu"), "-o", str(out)]) == 0
     assert out.read_text().strip()
-    assert main(["train", str(train), "-o", str(model), "--learner", "eg",
-                 "--labeled-partition", "--quiet"]) == 2
+    assert main(["train", str(train), "-o", str(model), "--learner", "loglinear-labeled",
+                 "--order", "2", "--quiet"]) == 2

@@ -212,8 +212,9 @@ def test_train_cli_with_lexicon(tmp_path, lexicon):
                  "--features", "words", "--lexicon", str(lex), "--epochs", "1",
                  "--hash-bits", "16", "--quiet"]) == 0
     assert out.exists()
-    assert main(["train", str(SAMPLE), "-o", str(tmp_path / "x.npz"), "--laplacian", "1",
-                 "--no-tagger", "--quiet"]) == 2
+    assert main(["train", str(SAMPLE), "-o", str(tmp_path / "x.npz"), "--learner",
+                 "local-margin", "--learner-option", "laplacian=1", "--no-tagger",
+                 "--quiet"]) == 2
 
 
 def test_laplacian_penalty_value_and_gradient():

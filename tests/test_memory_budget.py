@@ -221,7 +221,7 @@ def test_training_with_a_long_sentence_exits_0_with_a_warning(tmp_path):
     train.write_text(sample.rstrip("\n") + "\n\n" + long, encoding="utf-8")
     # the default budget takes the 1,000-word sentence at order 2; a smaller one
     # (every sample sentence still fits) leaves it out with a warning
-    for extra, warned in (([], False), (["--learner-option", "memory_budget=20000000"], True)):
+    for extra, warned in (([], False), (["--memory-budget", "20000000"], True)):
         rss, err = _rss_kb([sys.executable, "-m", "arboreal", "train", str(train),
                             "-o", str(tmp_path / "m.model"), "--order", "2",
                             "--epochs", "1", "--quiet", *extra])

@@ -30,6 +30,31 @@ _positive = int_in(1)
 _nonneg = int_in(0)
 
 
+#: options that duplicated others, and the one spelling kept: (option, how to say it
+#: instead ({} the value given), number of values)
+REPLACED = (("--C", "--learner-option C={}", None),
+            ("--laplacian", "--learner-option laplacian={}", None),
+            ("--iterations", "--epochs {}", None),
+            ("--labeled-partition", "--learner loglinear-labeled", 0))
+#: the higher-order options once given as --learner-option keys (still read, with a
+#: warning): arboreal.models.training.HIGHER_ORDER_OPTIONS
+HIGHER_ORDER_KEYS = ("pruner_epochs", "max_heads", "threshold", "prune_temperature",
+                     "prune_recall", "parse_prune_recall", "grand_scope", "memory_budget")
+
+
+class _Replaced(argparse.Action):
+    """An option that is gone: a one-line usage error naming the one to use."""
+
+    def __init__(self, option_strings, dest, replacement: str, **kwargs):
+        super().__init__(option_strings, dest, **kwargs)
+        self.replacement = replacement
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        value = values if isinstance(values, str) else "VALUE"
+        parser.error(f"{option_string} is no longer an option: use "
+                     f"{self.replacement.format(value)}")
+
+
 def _option(value: str) -> tuple[str, object]:
     key, sep, raw = value.partition("=")
     if not sep or not key:
@@ -110,27 +135,41 @@ def add_parser(subparsers) -> None:
     p.add_argument("--lexicon", metavar="LEX", default=None,
                    help="word statistics of 'arboreal lexicon': lexical arc features (word "
                         "pair, its PMI, distance; Wang et al. 2006); stored in the model")
-    p.add_argument("--laplacian", type=float, default=None, metavar="LAMBDA",
-                   help="with --lexicon and --learner local-margin or loglinear: Laplacian "
-                        "regularization LAMBDA/2 w'Lw tying the weights of similar word pairs "
-                        "(same as --learner-option laplacian=LAMBDA)")
     p.add_argument("--order", type=int, choices=(1, 2, 3), default=1,
                    help="factorization order: 1 (arcs), 2 or 3 (higher-order parts)")
     p.add_argument("--parts", nargs="+", default=None, metavar="PART",
                    help="higher-order parts (with --order 2/3), e.g. sibling grandparent")
     p.add_argument("--learner-option", type=_option, action="append", default=[],
                    metavar="KEY=VALUE", help="learner option, e.g. C=0.1 or k=5 (repeatable)")
-    p.add_argument("--C", type=float, default=None, metavar="C",
-                   help="regularization constant of the loglinear and eg learners "
-                        "(weight of the loss term; same as --learner-option C=...); by "
-                        "default chosen with the iterations on dev (or on a held-out tenth "
-                        "of the training data) among 0.1, 1, 10 (eg: 0.003, 0.03, 0.3)")
-    p.add_argument("--iterations", type=_positive, default=None, metavar="N",
-                   help="same as --epochs (L-BFGS iterations for loglinear, passes for eg)")
-    p.add_argument("--labeled-partition", action="store_true",
-                   help="with --learner loglinear: train labels jointly with the arcs through "
-                        "the labeled partition function (same as --learner loglinear-labeled) "
-                        "instead of a second-stage label classifier")
+    p.add_argument("--pruner-epochs", type=_positive, default=None, metavar="N",
+                   help="with --order 2/3: epochs of the first-order pruner (default: as many "
+                        "passes as make about 800,000 training words, at most --epochs)")
+    p.add_argument("--max-heads", type=_positive, default=None, metavar="K",
+                   help="with --order 2/3: candidate heads per word the pruning keeps at most "
+                        "(default: chosen with the temperature to keep --prune-recall of the "
+                        "gold heads of dev, or of held-out training data, with the fewest "
+                        "heads)")
+    p.add_argument("--prune-temperature", type=float, default=None, metavar="T",
+                   help="with --order 2/3: the pruner's scores are divided by T before its "
+                        "marginals (default: chosen as --max-heads is)")
+    p.add_argument("--prune-recall", type=float, default=None, metavar="R",
+                   help="with --order 2/3: the share of gold heads the chosen pruning keeps "
+                        "(default 0.995)")
+    p.add_argument("--parse-prune-recall", type=float, default=None, metavar="R",
+                   help="with --order 2/3: prune harder for parsing (and the dev scores of "
+                        "the epochs), keeping this share of gold heads (default: as in "
+                        "training)")
+    p.add_argument("--threshold", type=float, default=None, metavar="X",
+                   help="with --order 2/3: heads whose marginal is below X times the best "
+                        "one's are pruned (default 1e-4)")
+    p.add_argument("--grand-scope", choices=("outer", "all"), default=None,
+                   help="with --order 3: grandparent and grand-sibling parts of every child "
+                        "(all, default) or of each head's outermost children (outer)")
+    p.add_argument("--memory-budget", type=float, default=None, metavar="BYTES",
+                   help="with --order 2/3: bytes one sentence's decoding may take in "
+                        "training (default 1 GiB, also what parse uses; not stored in the "
+                        "model); a sentence over it is pruned harder, then trained at first "
+                        "order, with a warning")
     p.add_argument("--no-projectivize", action="store_true",
                    help="with --decoder eisner, train on the trees as given instead of "
                         "their minimum-loss projective versions")
@@ -164,9 +203,21 @@ def add_parser(subparsers) -> None:
                    help="with --scheduler: uniform (default): the mean of the shards' weights; "
                         "error: weighted by each shard's number of updates in the epoch "
                         "(McDonald, Hall & Mann 2010)")
+    p.add_argument("--checkpoint", metavar="DIR", default=None,
+                   help="save the training's state in DIR (a new or empty folder): each "
+                        "finished stage (tokenizer, tagger, jackknifed tags) and the "
+                        "parser's trainer after every epoch, atomically; a training killed "
+                        "at any point goes on with --resume DIR and gives the model an "
+                        "uninterrupted run gives")
+    p.add_argument("--resume", metavar="DIR", default=None,
+                   help="go on with the training checkpointed in DIR (run the command that "
+                        "started it, with --resume DIR in place of --checkpoint DIR)")
     p.add_argument("--quiet", action="store_true",
                    help="no progress bar, epoch lines or compilation notice (the bars show "
                         "on a terminal; elsewhere, one line per epoch)")
+    for option, replacement, nargs in REPLACED:
+        p.add_argument(option, nargs=nargs, action=_Replaced, replacement=replacement,
+                       help=argparse.SUPPRESS)
     p.set_defaults(func=run)
 
 
@@ -213,8 +264,9 @@ def _check_neural(args) -> None:
             ("--parts", bool(args.parts)), ("--learner-option", bool(args.learner_option)),
             ("--features", args.features is not None), ("--clusters", args.clusters),
             ("--lexicon", args.lexicon), ("--scheduler", args.scheduler),
-            ("--C", args.C is not None), ("--labeled-partition", args.labeled_partition),
             ("--hash-bits", args.hash_bits != 23), ("--jackknife", args.jackknife),
+            *((f"--{k.replace('_', '-')}", getattr(args, k) is not None)
+              for k in HIGHER_ORDER_KEYS),
             ("--parser-tags", args.parser_tags), ("--tagger-epochs", args.tagger_epochs))
             if on]
         if linear:
@@ -233,6 +285,9 @@ def _train(args, mixing) -> int:
     _check_neural(args)
     if args.decoder is None:
         args.decoder = "cle" if args.scorer == "neural" else "eisner"
+    if args.checkpoint is not None and args.resume is not None:
+        raise ArborealError("--checkpoint starts a checkpoint and --resume goes on with one: "
+                            "give one of them")
     if args.scorer == "neural":
         return _train_neural(args)
     from arboreal.io.conllu import read_conllu
@@ -244,36 +299,6 @@ def _train(args, mixing) -> int:
     dev = read_conllu(args.dev) if args.dev else None
     for warning in training_data_warnings(train, single_root=not args.multi_root):
         _log.warning("%s: %s", args.train, warning)
-    options = dict(args.learner_option)
-    if args.learner is None:
-        from arboreal.learn import DEFAULT_LEARNER
-
-        args.learner = DEFAULT_LEARNER
-    if args.C is not None:
-        if args.C <= 0:
-            raise ArborealError("--C must be positive")
-        options["C"] = args.C
-    if args.iterations is not None:
-        args.epochs = args.iterations
-    if args.labeled_partition:
-        if args.learner not in ("loglinear", "loglinear-labeled") or args.order > 1:
-            raise ArborealError("--labeled-partition needs --learner loglinear (first order)")
-        args.learner = "loglinear-labeled"
-    if args.epochs is None:
-        from arboreal.learn import LEARNERS
-
-        known = args.learner in LEARNERS
-        args.epochs = getattr(LEARNERS[args.learner], "default_epochs", 10) if known else 10
-    if args.learner in ("loglinear", "loglinear-labeled", "eg", "local-margin") and not args.quiet:
-        options.setdefault("verbose", True)  # objective (EG: dual, primal, gap) per pass
-    features, part_templates = _parser_features(args, train)
-    common = dict(learner=args.learner, decoder=args.decoder, single_root=not args.multi_root,
-                  epochs=args.epochs, seed=args.seed, features=features,
-                  feature_cutoff=args.feature_cutoff, top_words=args.top_words,
-                  hash_bits=args.hash_bits, patience=args.patience)
-    progress, log = _reporting(args, len(train))
-    if args.parts and args.order == 1:
-        raise ArborealError("--parts needs --order 2 or 3")
     if args.patience is not None and not args.dev:
         raise ArborealError("--patience needs --dev (it stops on dev UAS)")
     if args.hash_bits > 30 or args.hash_bits < 10:
@@ -281,6 +306,19 @@ def _train(args, mixing) -> int:
     if args.no_tagger and (args.jackknife or args.tagger_epochs or args.parser_tags):
         raise ArborealError("--jackknife, --tagger-epochs and --parser-tags need the tagger "
                             "(no --no-tagger)")
+    if args.parts and args.order == 1:
+        raise ArborealError("--parts needs --order 2 or 3")
+    features, part_templates = _parser_features(args, train)
+    config = training_config(args, features, part_templates)
+    config.validate(mixing is not None)
+    if config.learner_options.get("laplacian") and args.lexicon is None:
+        raise ArborealError("the Laplacian (--learner-option laplacian=LAMBDA) needs --lexicon "
+                            "LEX (its similar-word graph)")
+    if not args.quiet and config.learner in LEARNERS_OF_PASSES:
+        # the objective (EG: dual, primal, gap) per pass; not an option of the model
+        config.learner_options.setdefault("verbose", True)
+    progress, log = _reporting(args, config.epochs_to_run())
+    checkpoint = _checkpoint(args)   # once the options are known to be right
 
     clusters = None
     if args.clusters is not None:
@@ -292,26 +330,15 @@ def _train(args, mixing) -> int:
         from arboreal.features.lexicon import Lexicon
 
         lexicon = Lexicon.load(args.lexicon)
-    if args.laplacian is not None:
-        if args.lexicon is None:
-            raise ArborealError("--laplacian needs --lexicon LEX (its similar-word graph)")
-        if not args.laplacian > 0:
-            raise ArborealError("--laplacian must be positive")
-        if args.learner not in ("local-margin", "loglinear"):
-            raise ArborealError("--laplacian is for --learner local-margin or loglinear")
-        options["laplacian"] = args.laplacian
 
     def train_parser(train_sentences, dev_sentences):
         from arboreal.models import Parser
 
         with warnings.catch_warnings():   # summed up in one line below instead
             warnings.filterwarnings("ignore", message=r".*memory budget")
-            model = Parser.train(train_sentences, dev_sentences, progress=progress, log=log,
-                                 projectivize=False if args.no_projectivize else None,
-                                 mixing=mixing, order=args.order, parts=args.parts,
-                                 part_templates=part_templates,
-                                 clusters=clusters, lexicon=lexicon, **common,
-                                 **options)
+            model = Parser.train(train_sentences, dev_sentences, config, progress=progress,
+                                 log=log, mixing=mixing, clusters=clusters, lexicon=lexicon,
+                                 checkpoint=None if checkpoint is None else checkpoint.parser())
         pruning = model.meta["training"].get("higher_order", {})
         for what, choice in (("pruning", pruning.get("temperature_choice")),
                              ("pruning for parsing", pruning.get("parse_choice"))):
@@ -342,13 +369,63 @@ def _train(args, mixing) -> int:
                                seed=args.seed, log=say, clusters=clusters,
                                parser_tags=args.parser_tags or DEFAULT_PARSER_TAGS,
                                parser_reads_tags=FeatureSet(
-                                   features, clusters=clusters, lexicon=lexicon).reads_tags)
+                                   features, clusters=clusters, lexicon=lexicon).reads_tags,
+                               checkpoint=checkpoint)
     for w in caught:
         _log.warning("%s", w.message)
     model.save(args.output)
     best = model.meta.get("best_epoch")
     _log.info(f"saved {args.output}" + (f" (best dev epoch {best})" if dev else ""))
     return 0
+
+
+#: the learners that log their objective per pass when not --quiet
+LEARNERS_OF_PASSES = ("loglinear", "loglinear-labeled", "eg", "local-margin")
+
+
+def training_config(args, features: str, part_templates: dict | None):
+    """The :class:`~arboreal.models.training.TrainingConfig` of a linear model's
+    command line. Higher-order options given the old way, as ``--learner-option``
+    keys, are read with a warning naming their option."""
+    from arboreal.learn import DEFAULT_LEARNER
+    from arboreal.models.training import TrainingConfig
+
+    options = dict(args.learner_option)
+    named = {}
+    for key in HIGHER_ORDER_KEYS:
+        if key in options:
+            value = options.pop(key)
+            flag = "--" + key.replace("_", "-")
+            _log.warning("--learner-option %s=%s is deprecated: use %s %s", key, value, flag,
+                         value)
+            named[key] = value
+        if getattr(args, key) is not None:
+            named[key] = getattr(args, key)
+    return TrainingConfig(
+        learner=args.learner or DEFAULT_LEARNER, learner_options=options, epochs=args.epochs,
+        patience=args.patience, seed=args.seed, decoder=args.decoder,
+        single_root=not args.multi_root, projectivize=False if args.no_projectivize else None,
+        features=features, hash_bits=args.hash_bits, feature_cutoff=args.feature_cutoff,
+        top_words=args.top_words, order=args.order, parts=args.parts,
+        part_templates=part_templates, **named)
+
+
+def _checkpoint(args):
+    """The checkpoint folder of --checkpoint or --resume (None without them): what is
+    trained is the command's options and the treebanks' contents."""
+    folder = args.checkpoint or args.resume
+    if folder is None:
+        return None
+    from arboreal.models.checkpoint import TrainingCheckpoint, file_digest
+
+    ignore = {"func", "output", "quiet", "verbose", "checkpoint", "resume", "scheduler",
+              "workers", "train", "dev", "command"}
+    command = {"options": {k: v for k, v in sorted(vars(args).items()) if k not in ignore},
+               "train": file_digest(args.train),
+               "dev": file_digest(args.dev) if args.dev else None}
+    checkpoint = TrainingCheckpoint(folder, command, resume=args.resume is not None)
+    _log.info("%s checkpoint in %s", "resuming the" if args.resume else "keeping a", folder)
+    return checkpoint
 
 
 def check_treebank(path: str | None) -> None:
@@ -390,7 +467,7 @@ def _parser_features(args, train: list) -> tuple[str, dict | None]:
     return features, WORD_PART_TEMPLATES
 
 
-def _reporting(args, n_train: int):
+def _reporting(args, epochs: int):
     """``(progress, log)`` of Parser.train: an epoch's progress bar (with its total and
     the time left) on a terminal only, and one line per epoch."""
     if args.quiet:
@@ -398,7 +475,7 @@ def _reporting(args, n_train: int):
     def bar(order, epoch):
         from tqdm import tqdm
 
-        return tqdm(order, desc=f"epoch {epoch}/{args.epochs}", unit="sent", leave=False,
+        return tqdm(order, desc=f"epoch {epoch}/{epochs}", unit="sent", leave=False,
                     file=sys.stderr, mininterval=0.5)
 
     progress = bar if is_terminal() else None
@@ -438,7 +515,10 @@ def _train_neural(args) -> int:
     options = dict(args.scorer_option)
     if args.epochs is not None:
         options["epochs"] = args.epochs
-    total = options.get("epochs", 40)
+    from arboreal.models.neural import neural_options
+
+    total = neural_options(options)[1]["epochs"]      # checks the options by name
+    checkpoint = _checkpoint(args)   # once the options are known to be right
 
     def bar(order, epoch):
         from tqdm import tqdm
@@ -467,14 +547,16 @@ def _train_neural(args) -> int:
                             seed=args.seed, embeddings=args.embeddings,
                             scorer_options=options, max_seconds=args.max_time,
                             device=args.device, patience=args.patience,
-                            progress=progress, log=log)
+                            progress=progress, log=log,
+                            checkpoint=None if checkpoint is None else checkpoint.parser())
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             model = train_pipeline(train, dev, train_parser, tagger=False,
                                    tokenizer=not args.no_tokenizer, seed=args.seed,
-                                   log=None if args.quiet else _log.info)
+                                   log=None if args.quiet else _log.info,
+                                   checkpoint=checkpoint)
         except TrainingInterrupted as stop:
             if stop.model is not None:
                 stop.model.save(args.output)

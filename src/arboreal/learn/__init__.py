@@ -1,10 +1,13 @@
 """Learners for factored parsers (arcs, and higher-order parts).
 
-Every learner implements the :class:`Learner` protocol: it receives an
-a :class:`TrainingData` (feature engine, encoded sentences, gold heads, decoding
-options; with higher-order ``parts`` the model's decoder) and returns a weight vector of shape ``(data.features.dim,)``. Learners
-never read files; the model layer (``arboreal.models``) does I/O and dev evaluation
-through the ``on_epoch`` callback.
+Every learner implements the :class:`Learner` protocol: ``start(data, seed)`` takes a
+:class:`TrainingData` (feature engine, encoded sentences, gold heads, decoding options;
+with higher-order ``parts`` the model's decoder) and returns an
+:class:`~arboreal.learn.trainer.EpochLearner`, which the one epoch loop,
+:class:`~arboreal.learn.trainer.Trainer`, runs (its snapshots: weight vectors of shape
+``(data.features.dim,)``); ``fit(data, epochs, on_epoch, seed)`` is that loop without dev
+data (:func:`~arboreal.learn.trainer.run_epochs`). Learners never read files; the model
+layer (:mod:`arboreal.models.training`) does I/O, dev evaluation and checkpoints.
 
 Registry: ``LEARNERS`` maps the CLI name (``arboreal train --learner NAME``) to the
 learner class. A learner class is constructed with keyword options
@@ -242,7 +245,9 @@ class BatchLearner:
 class Learner(Protocol):
     """Protocol of a learner.
 
-    ``fit`` trains for ``epochs`` passes over ``data`` (in an order shuffled by
+    ``start`` returns the :class:`~arboreal.learn.trainer.EpochLearner` training on
+    ``data`` (its own generator, if it draws within epochs, seeded by ``seed``). ``fit``
+    trains for ``epochs`` passes over ``data`` (in an order shuffled by
     ``np.random.default_rng(seed)``) and returns the final weights (dim,) float32 or float64.
     After each epoch e (1-based) it calls ``on_epoch(e, weights)`` with the weights
     a parser would use at that point (e.g. the averaged ones); the callback may copy
@@ -250,6 +255,8 @@ class Learner(Protocol):
     """
 
     name: str
+
+    def start(self, data: TrainingData, seed: int = 0): ...
 
     def fit(self, data: TrainingData, epochs: int, on_epoch: EpochCallback | None = None,
             seed: int = 0) -> np.ndarray: ...

@@ -63,8 +63,9 @@ from arboreal.inference.partition import sentence_marginals_kernel
 from arboreal.learn import (BatchLearner, TrainingData, accumulate_marginals, part_marginals,
                             part_scores, require_marginals)
 from arboreal.learn.loglinear import ScoredBuckets, accumulate_dense, batch_marginals
+from arboreal.learn.trainer import run_epochs
 
-__all__ = ["ExponentiatedGradient", "primal_objective"]
+__all__ = ["ExponentiatedGradient", "EGLearner", "primal_objective"]
 
 #: a sentence whose step still lowers the dual after this many halvings of its rate
 #: is left as it is for the pass (its step is then below rounding)
@@ -207,91 +208,136 @@ class ExponentiatedGradient(BatchLearner):
         self.verbose = bool(verbose)
         self.history: list[dict] = []
 
+    def start(self, data: TrainingData, seed: int = 0) -> "EGLearner":
+        """The epoch learner on ``data`` (:class:`EGLearner`): the dual variables are
+        initialised here; each epoch is one pass."""
+        return EGLearner(self, data)
+
     def fit(self, data: TrainingData, epochs: int,
             on_epoch: Callable[[int, np.ndarray], None] | None = None,
             seed: int = 0) -> np.ndarray:
-        require_marginals(data, self.name)
-        C = self.C
-        t_init, c_init = time.perf_counter(), time.process_time()
-        w = aligned_zeros(data.features.dim, np.float64)   # cache-line aligned weight blocks
-        # the dual variables; initial marginals and w = C sum_i (I - mu_i) f
-        state = _ArcDual(data, self.beta) if data.arc_factored else _PartDual(data, self.beta)
-        gold_mass = state.init(w, C)
-        L = np.array([len(h) - 1 for h in data.heads], dtype=np.int64)
-        n_words = float(L.sum())
-        self.init_seconds = time.perf_counter() - t_init
-        self.init_cpu_seconds = time.process_time() - c_init
-
-        rng = np.random.default_rng(seed)
-        eta0 = self.eta if self.eta is not None else 30.0 / (C * C * max(1, len(L)))
-        rates = np.full(len(L), eta0)
-        self.history = []
-        t0, c0 = time.perf_counter(), time.process_time()
-        nonempty = np.flatnonzero(L > 0)
-        ww = float(w @ w)
-        # the primal needs loss-augmented decoding: arc-factored models only
-        primal = self.primal and data.arc_factored
-
-        def dual() -> float:
-            return C * (n_words - gold_mass) - 0.5 * ww
-
-        def update(i: int) -> tuple[float, float, float, int]:
-            """Figure 2's step on sentence i at its own rate, halved until the dual
-            rises; returns (gold-mass change, w.d, d.d, halvings), halvings =
-            MAX_HALVINGS when no step was taken."""
-            scores = state.scores(i, w)
-            for halvings in range(MAX_HALVINGS):
-                saved = state.save(i)
-                delta, coef = state.step(i, scores, rates[i] * C)
-                # d = C sum coef f: w.d from the scores at w, (w + d).d from those at
-                # w + d, so the dual's change is exact without a pass over w
-                wd = C * state.dot(coef, scores)
-                state.accumulate(i, coef, w, C)
-                dd = C * state.dot(coef, state.scores(i, w)) - wd
-                if -C * delta - wd - 0.5 * dd >= 0.0:
-                    rates[i] *= self.growth
-                    return delta, wd, dd, halvings
-                state.accumulate(i, coef, w, -C)
-                state.restore(i, saved)
-                rates[i] /= 2.0
-            return 0.0, 0.0, 0.0, MAX_HALVINGS
-
-        q = dual()
-        self._log(f"eg init: dual {q:.6g} (C={C}, eta={eta0:g}, beta={self.beta:g})")
-        for e in range(1, epochs + 1):
-            order = rng.permutation(nonempty) if self.shuffle else nonempty
-            if hasattr(data, "wrap"):
-                order = data.wrap(order, e)  # progress bar, when the caller gives one
-            refused = halved = 0
-            for i in order:
-                delta, wd, dd, halvings = update(int(i))
-                gold_mass += delta
-                ww += 2.0 * wd + dd
-                halved += halvings
-                refused += halvings == MAX_HALVINGS
-            ww = float(w @ w)  # the running sum drifts by rounding; exact once a pass
-            q_new = dual()
-            rec = {"epoch": e, "dual": q_new, "primal": float("nan"),
-                   "eta": float(np.median(rates[nonempty])) if nonempty.size else eta0,
-                   "halvings": int(halved), "refused": int(refused),
-                   "seconds": time.perf_counter() - t0,
-                   "cpu_seconds": time.process_time() - c0}
-            q = q_new
-            if primal:
-                p, _ = primal_objective(state.buckets, w, C, data.projective,
-                                        data.single_root)
-                rec["primal"] = p
-                self._log(f"eg pass {e}: dual {q:.6g}  primal {p:.6g}  gap {p - q:.4g}  "
-                          f"median eta {rec['eta']:g}  ({rec['seconds']:.1f} s)")
-            else:
-                self._log(f"eg pass {e}: dual {q:.6g}  median eta {rec['eta']:g}  "
-                          f"({rec['seconds']:.1f} s)")
-            self.history.append(rec)
-            if on_epoch is not None:
-                on_epoch(e, w)
-        self.theta, self.rates = state.theta, rates
-        self.offsets = getattr(state, "offsets", None)
+        learner = self.start(data, seed)
+        w = run_epochs(learner, epochs, seed, on_epoch)
+        learner.finish()
         return w
+
+
+class EGLearner:
+    """:class:`ExponentiatedGradient`'s passes as an
+    :class:`~arboreal.learn.trainer.EpochLearner`: the items are the non-empty sentences,
+    one epoch is one pass of Figure 2's updates in the trainer's order (in their own
+    order without ``shuffle``), the snapshot the primal weights ``w``. State: ``w``,
+    the dual variables, the sentences' rates, the gold mass and ``w . w``."""
+
+    def __init__(self, owner: ExponentiatedGradient, data: TrainingData):
+        require_marginals(data, owner.name)
+        self.owner = owner
+        self.data = data
+        C = owner.C
+        t_init, c_init = time.perf_counter(), time.process_time()
+        self.w = aligned_zeros(data.features.dim, np.float64)  # cache-line aligned blocks
+        # the dual variables; initial marginals and w = C sum_i (I - mu_i) f
+        self.dual_state = (_ArcDual(data, owner.beta) if data.arc_factored
+                           else _PartDual(data, owner.beta))
+        self.gold_mass = self.dual_state.init(self.w, C)
+        L = np.array([len(h) - 1 for h in data.heads], dtype=np.int64)
+        self.n_words = float(L.sum())
+        owner.init_seconds = time.perf_counter() - t_init
+        owner.init_cpu_seconds = time.process_time() - c_init
+        self.eta0 = owner.eta if owner.eta is not None else 30.0 / (C * C * max(1, len(L)))
+        self.rates = np.full(len(L), self.eta0)
+        owner.history = []
+        self.t0, self.c0 = time.perf_counter(), time.process_time()
+        self.nonempty = np.flatnonzero(L > 0)
+        self.size = len(self.nonempty)
+        self.ww = float(self.w @ self.w)
+        # the primal needs loss-augmented decoding: arc-factored models only
+        self.primal = owner.primal and data.arc_factored
+        self.q = self.dual()
+        owner._log(f"eg init: dual {self.q:.6g} (C={C}, eta={self.eta0:g}, "
+                   f"beta={owner.beta:g})")
+
+    def dual(self) -> float:
+        return self.owner.C * (self.n_words - self.gold_mass) - 0.5 * self.ww
+
+    def update(self, i: int) -> tuple[float, float, float, int]:
+        """Figure 2's step on sentence i at its own rate, halved until the dual rises;
+        returns (gold-mass change, w.d, d.d, halvings), halvings = MAX_HALVINGS when no
+        step was taken."""
+        C, w, state, rates = self.owner.C, self.w, self.dual_state, self.rates
+        scores = state.scores(i, w)
+        for halvings in range(MAX_HALVINGS):
+            saved = state.save(i)
+            delta, coef = state.step(i, scores, rates[i] * C)
+            # d = C sum coef f: w.d from the scores at w, (w + d).d from those at w + d,
+            # so the dual's change is exact without a pass over w
+            wd = C * state.dot(coef, scores)
+            state.accumulate(i, coef, w, C)
+            dd = C * state.dot(coef, state.scores(i, w)) - wd
+            if -C * delta - wd - 0.5 * dd >= 0.0:
+                rates[i] *= self.owner.growth
+                return delta, wd, dd, halvings
+            state.accumulate(i, coef, w, -C)
+            state.restore(i, saved)
+            rates[i] /= 2.0
+        return 0.0, 0.0, 0.0, MAX_HALVINGS
+
+    def run_epoch(self, order: np.ndarray, epoch: int) -> dict:
+        owner, data = self.owner, self.data
+        items = self.nonempty[order] if owner.shuffle else self.nonempty
+        if hasattr(data, "wrap"):
+            items = data.wrap(items, epoch)  # progress bar, when the caller gives one
+        refused = halved = 0
+        for i in items:
+            delta, wd, dd, halvings = self.update(int(i))
+            self.gold_mass += delta
+            self.ww += 2.0 * wd + dd
+            halved += halvings
+            refused += halvings == MAX_HALVINGS
+        self.ww = float(self.w @ self.w)  # the running sum drifts by rounding; exact once a pass
+        q_new = self.dual()
+        rec = {"epoch": epoch, "dual": q_new, "primal": float("nan"),
+               "eta": (float(np.median(self.rates[self.nonempty])) if self.nonempty.size
+                       else self.eta0),
+               "halvings": int(halved), "refused": int(refused),
+               "seconds": time.perf_counter() - self.t0,
+               "cpu_seconds": time.process_time() - self.c0}
+        self.q = q = q_new
+        if self.primal:
+            p, _ = primal_objective(self.dual_state.buckets, self.w, owner.C, data.projective,
+                                    data.single_root)
+            rec["primal"] = p
+            owner._log(f"eg pass {epoch}: dual {q:.6g}  primal {p:.6g}  gap {p - q:.4g}  "
+                       f"median eta {rec['eta']:g}  ({rec['seconds']:.1f} s)")
+        else:
+            owner._log(f"eg pass {epoch}: dual {q:.6g}  median eta {rec['eta']:g}  "
+                       f"({rec['seconds']:.1f} s)")
+        owner.history.append(rec)
+        return {"dual": q, **({"primal": rec["primal"]} if self.primal else {})}
+
+    def snapshot(self) -> np.ndarray:
+        return self.w.copy()
+
+    def restore(self, snapshot: np.ndarray) -> None:
+        """The primal weights only (the dual variables are not derived from them)."""
+        self.w[:] = snapshot
+
+    def finish(self) -> None:
+        """Hand the dual variables to the owner (``theta``, ``rates``, ``offsets``)."""
+        self.owner.theta, self.owner.rates = self.dual_state.theta, self.rates
+        self.owner.offsets = getattr(self.dual_state, "offsets", None)
+
+    def state(self) -> dict:
+        return {"w": self.w, "dual": self.dual_state.state(), "rates": self.rates,
+                "gold_mass": self.gold_mass, "ww": self.ww, "q": self.q,
+                "history": self.owner.history}
+
+    def load_state(self, state: dict) -> None:
+        self.w[:] = state["w"]
+        self.dual_state.load_state(state["dual"])
+        self.rates[:] = state["rates"]
+        self.gold_mass, self.ww, self.q = state["gold_mass"], state["ww"], state["q"]
+        self.owner.history = list(state["history"])
 
 
 class _ArcDual:
@@ -334,6 +380,13 @@ class _ArcDual:
 
     def scores(self, i: int, w: np.ndarray) -> np.ndarray:
         return self.data.features.arc_scores(self.data.encoded[i], w)
+
+    def state(self) -> dict:
+        return {"theta": self.theta, "mu": self.mu}
+
+    def load_state(self, state: dict) -> None:
+        self.theta[:] = state["theta"]
+        self.mu[:] = state["mu"]
 
     def save(self, i: int) -> tuple:
         lo, hi = self.offsets[i], self.offsets[i + 1]
@@ -400,6 +453,23 @@ class _PartDual:
             if n:
                 accumulate_marginals(data, i, mu, w, -C)
         return gold_mass
+
+    def state(self) -> dict:
+        """theta and mu of every sentence, each kind's arrays concatenated (a
+        checkpoint of few large arrays rather than many small ones)."""
+        out: dict = {"sizes": {}, "theta": {}, "mu": {}}
+        for k in (self.theta[0] if self.theta else {}):
+            out["sizes"][k] = np.array([t[k].size for t in self.theta], dtype=np.int64)
+            out["theta"][k] = np.concatenate([t[k].ravel() for t in self.theta])
+            out["mu"][k] = np.concatenate([m[k].ravel() for m in self.mu])
+        return out
+
+    def load_state(self, state: dict) -> None:
+        for k, sizes in state["sizes"].items():
+            cuts = np.cumsum(sizes)[:-1]
+            for which, parts in (("theta", self.theta), ("mu", self.mu)):
+                for part, flat in zip(parts, np.split(state[which][k], cuts)):
+                    part[k] = flat.reshape(part[k].shape).copy()
 
     def scores(self, i: int, w: np.ndarray) -> dict:
         arc, parts = part_scores(self.data, i, w)

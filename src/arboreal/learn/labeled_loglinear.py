@@ -36,7 +36,9 @@ import numpy as np
 
 from arboreal.features.labels import constrain_root_arcs
 from arboreal.learn import TrainingData, decode, require_arc_factored
-from arboreal.learn.loglinear import LogLinear, ScoredBuckets, accumulate_dense, length_buckets
+from arboreal.learn.loglinear import (AdagradLearner, LbfgsLearner, LogLinear, ScoredBuckets,
+                                     accumulate_dense, length_buckets)
+from arboreal.learn.trainer import run_epochs
 
 __all__ = ["LabeledLogLinear", "LabeledBuckets", "labeled_objective", "decode_labeled"]
 
@@ -174,9 +176,8 @@ class LabeledLogLinear(LogLinear):
     name = "loglinear-labeled"
     labeled = True
 
-    def fit(self, data: TrainingData, epochs: int,
-            on_epoch: Callable[[int, np.ndarray], None] | None = None,
-            seed: int = 0) -> np.ndarray:
+    def start(self, data: TrainingData, seed: int = 0):
+        """The epoch learner on ``data`` (L-BFGS or AdaGrad over ``[w, v]``)."""
         require_arc_factored(data, "loglinear-labeled")
         if self.laplacian:
             raise ValueError("the Laplacian penalty is for the unlabeled loglinear learner")
@@ -185,13 +186,17 @@ class LabeledLogLinear(LogLinear):
         self.history = []
         self.pass_seconds: list[float] = []
         if self.optimizer == "lbfgs":
-            return self._fit_lbfgs_labeled(data, lb, active, epochs, on_epoch)
-        return self._fit_adagrad_labeled(data, lb, active, epochs, on_epoch, seed)
+            return self._lbfgs_labeled(data, lb, active)
+        return self._adagrad_labeled(data, lb, active)
 
-    def _fit_lbfgs_labeled(self, data, lb, active, epochs, on_epoch):
+    def fit(self, data: TrainingData, epochs: int,
+            on_epoch: Callable[[int, np.ndarray], None] | None = None,
+            seed: int = 0) -> np.ndarray:
+        return run_epochs(self.start(data, seed), epochs, seed, on_epoch)
+
+    def _lbfgs_labeled(self, data, lb, active) -> LbfgsLearner:
         observed = lb.observed_labeled()
         x = np.zeros(lb.dim)
-        state = {"epoch": 0, "t0": time.perf_counter()}
 
         def fun(z):
             t = time.perf_counter()
@@ -200,12 +205,11 @@ class LabeledLogLinear(LogLinear):
             value, grad = labeled_objective(lb, x, self.C, data.projective, data.single_root,
                                             observed)
             self.pass_seconds.append(time.perf_counter() - t)
-            state["last"] = value
             return value, grad[active]
 
-        return self._run_lbfgs(fun, active, lb.dim, epochs, on_epoch, state, self.name)
+        return LbfgsLearner(self, fun, active, lb.dim, self.name)
 
-    def _fit_adagrad_labeled(self, data, lb, active, epochs, on_epoch, seed):
+    def _adagrad_labeled(self, data, lb, active) -> AdagradLearner:
         N = len(lb.heads)
         cap = max(1 << 12, _LABELED_ENTRIES // lb.L)
 
@@ -214,5 +218,5 @@ class LabeledLogLinear(LogLinear):
             return labeled_objective(lb, x, self.C, data.projective, data.single_root,
                                      lb.observed_labeled(idx), buckets, regularize=len(idx) / N)
 
-        return self._run_adagrad(batch_objective, np.flatnonzero(lb.lengths > 0), active, lb.dim,
-                                 epochs, on_epoch, seed, self.name)
+        return AdagradLearner(self, batch_objective, np.flatnonzero(lb.lengths > 0), active,
+                              lb.dim, self.name)

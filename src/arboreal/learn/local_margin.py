@@ -92,9 +92,10 @@ from numba import njit
 
 from arboreal.learn import BatchLearner, TrainingData, require_arc_factored
 from arboreal.learn.laplacian import LaplacianGraph, lexical_graph
+from arboreal.learn.trainer import run_epochs
 
 __all__ = ["LocalMargin", "local_constraints", "arc_feature_arrays", "all_arcs", "arc_index",
-           "smooth_objective", "primal_objective", "dual_objective", "constraint_matrix"]
+           "LocalMarginLearner", "smooth_objective", "primal_objective", "dual_objective", "constraint_matrix"]
 
 _EMPTY_F = np.zeros(0, dtype=np.float64)
 
@@ -624,138 +625,204 @@ class LocalMargin(BatchLearner):
         self.gap: float = float("nan")
         self.true_gap: float = float("nan")
 
+    def start(self, data: TrainingData, seed: int = 0) -> "LocalMarginLearner":
+        """The epoch learner on ``data`` (:class:`LocalMarginLearner`): one epoch is one
+        pass; its generator (``seed``) orders the sentences and each one's constraints."""
+        return LocalMarginLearner(self, data, seed)
+
     def fit(self, data: TrainingData, epochs: int,
             on_epoch: Callable[[int, np.ndarray], None] | None = None,
             seed: int = 0) -> np.ndarray:
         """Train for at most ``epochs`` passes (module docstring); returns theta (dim,)."""
+        return run_epochs(self.start(data, seed), epochs, seed, on_epoch)
+
+
+class LocalMarginLearner:
+    """:class:`LocalMargin`'s passes as an :class:`~arboreal.learn.trainer.EpochLearner`
+    (module docstring): the items are the sentences, their order the trainer's, drawn
+    from the learner's own generator (``rng``), which also shuffles each sentence's
+    constraints; ``converged`` once the relative gap is at most ``tol``; the snapshot is
+    theta after the pass, and without dev data the result is ``final_snapshot()`` (with
+    the Laplacian: the better of the last theta and the MM anchor, with the certificate
+    ``true_gap``). What a pass leaves to the next (theta recomputed from alpha, and with
+    the Laplacian the MM step) is done when the next pass starts, so that a run that
+    stops returns theta as evaluated."""
+
+    def __init__(self, owner: LocalMargin, data: TrainingData, seed: int):
         require_arc_factored(data, "local-margin")
-        graph = _graph_for(data, self.laplacian, None)
-        prob = _Problem(data, graph, self.laplacian, self.cache_mb * 2.0 ** 20,
-                        constraint_budget=self.constraint_budget)
-        self.history = []
-        if graph is None:
-            return self._fit_plain(data, prob, epochs, on_epoch, seed)
-        return self._fit_mm(data, prob, graph, epochs, on_epoch, seed)
+        self.owner = owner
+        self.data = data
+        self.graph = graph = _graph_for(data, owner.laplacian, None)
+        self.prob = prob = _Problem(data, graph, owner.laplacian, owner.cache_mb * 2.0 ** 20,
+                                    constraint_budget=owner.constraint_budget)
+        owner.history = []
+        dim = data.features.dim
+        self.alpha = owner.alpha = np.zeros(prob.total)
+        owner.gap = 0.0 if prob.total == 0 else 1.0
+        self.theta, self.v, self.margin = np.zeros(dim), np.zeros(dim), np.zeros(prob.total)
+        self.rng = np.random.default_rng(seed)
+        self.t_start = time.perf_counter()
+        self.size = len(prob)
+        self.converged = self.exhausted = False
+        self.pending = False        # a pass ended: theta to recompute before the next
+        if graph is not None:
+            self.anchor = np.zeros(dim)              # theta_t
+            self.b_g = np.zeros(len(graph))          # b on the graph coordinates
+            self.c_t = 0.0
+            self.p_anchor = C_total = owner.C * prob.total   # P(0): every margin is 0
+            self.mm_steps = 0
+            self.last = {"primal": C_total, "major": C_total, "sub_dual": 0.0,
+                         "vg": np.zeros(len(graph))}
 
-    def _start(self, prob, dim: int, seed: int):
-        """Fresh ``(theta, v, alpha, margin, rng, start time)`` for a fit."""
-        alpha = np.zeros(prob.total)
-        self.alpha = alpha
-        self.gap = 0.0 if prob.total == 0 else 1.0
-        return (np.zeros(dim), np.zeros(dim), alpha, np.zeros(prob.total),
-                np.random.default_rng(seed), time.perf_counter())
+    def run_epoch(self, order: np.ndarray, epoch: int) -> None:
+        if self.prob.total == 0:
+            self.exhausted = True
+            return
+        if self.pending:
+            self._between_passes()
+        if self.graph is None:
+            self._plain_pass(order, epoch)
+        else:
+            self._mm_pass(order, epoch)
+        self.pending = True
 
-    def _pass(self, data, prob, rng, epoch, theta, alpha, margin, v
-              ) -> tuple[int, float, float]:
+    def _pass(self, order, epoch) -> tuple[int, float, float]:
         """One DCD pass over every sentence, then the evaluation sweep at the theta it
         ends with (margins, ``v = sum_c alpha_c d_c`` afresh): ``(coordinate steps taken,
         the pass's seconds, the hinge sum)``."""
         t0 = time.perf_counter()
-        visited = self._sweep(data, prob, rng, epoch, theta, alpha, margin, self.shrinking)
+        visited = self._sweep(order, epoch)
         t_pass = time.perf_counter() - t0
-        v[:] = 0.0
-        return visited, t_pass, prob.evaluate(theta, alpha, margin, v)
+        self.v[:] = 0.0
+        return visited, t_pass, self.prob.evaluate(self.theta, self.alpha, self.margin, self.v)
 
-    def _sweep(self, data, prob, rng, epoch, theta, alpha, margin, shrink) -> int:
+    def _sweep(self, order, epoch) -> int:
+        owner, prob, rng, alpha, margin = self.owner, self.prob, self.rng, self.alpha, \
+            self.margin
         visited = 0
-        order = rng.permutation(len(prob))
-        for i in data.wrap(order, epoch):
+        for i in self.data.wrap(order, epoch):
             sl = prob.slice(i)
             k = sl.stop - sl.start
             if k == 0:
                 continue
             offsets, ids, vals, qv = prob.arcs(i)
-            for _ in range(self.sweeps):
+            for _ in range(owner.sweeps):
                 perm = rng.permutation(k)
                 visited += _dcd_sentence(offsets, ids, vals, qv, prob.e_arc[i], prob.a_arc[i],
-                                         perm, alpha[sl], prob.qnorm[sl], margin[sl], theta,
-                                         self.C, shrink)
+                                         perm, alpha[sl], prob.qnorm[sl], margin[sl],
+                                         self.theta, owner.C, owner.shrinking)
         return visited
 
-    def _fit_plain(self, data, prob, epochs, on_epoch, seed) -> np.ndarray:
-        dim = data.features.dim
-        C = self.C
-        theta, v, alpha, margin, rng, t_start = self._start(prob, dim, seed)
-        for epoch in range(1, epochs + 1):
-            if prob.total == 0:
-                break
-            visited, t_pass, hinge = self._pass(data, prob, rng, epoch, theta, alpha, margin, v)
-            primal = 0.5 * _sumsq(theta) + C * hinge
-            dual = float(alpha.sum()) - 0.5 * _sumsq(v)
-            gap = (primal - dual) / primal if primal > 0 else 0.0
-            self.gap = gap
-            rec = {"epoch": epoch, "primal": primal, "dual": dual, "gap": gap,
-                   "visited": visited, "constraints": prob.total,
-                   "pass_seconds": t_pass, "seconds": time.perf_counter() - t_start}
-            self.history.append(rec)
-            self._log(f"local-margin pass {epoch}: primal {primal:.8g} dual {dual:.8g} "
-                      f"gap {gap:.2e} visited {visited}/{prob.total} "
-                      f"({rec['seconds']:.1f} s)")
-            if on_epoch is not None:
-                on_epoch(epoch, theta.copy())
-            if gap <= self.tol or epoch == epochs:
-                break
-            theta, v = v, theta   # theta = sum alpha d_c afresh (no rounding drift)
-        return theta
+    def _plain_pass(self, order, epoch) -> None:
+        owner, prob, theta, alpha, v = self.owner, self.prob, self.theta, self.alpha, self.v
+        visited, t_pass, hinge = self._pass(order, epoch)
+        primal = 0.5 * _sumsq(theta) + owner.C * hinge
+        dual = float(alpha.sum()) - 0.5 * _sumsq(v)
+        gap = (primal - dual) / primal if primal > 0 else 0.0
+        owner.gap = gap
+        rec = {"epoch": epoch, "primal": primal, "dual": dual, "gap": gap,
+               "visited": visited, "constraints": prob.total,
+               "pass_seconds": t_pass, "seconds": time.perf_counter() - self.t_start}
+        owner.history.append(rec)
+        owner._log(f"local-margin pass {epoch}: primal {primal:.8g} dual {dual:.8g} "
+                   f"gap {gap:.2e} visited {visited}/{prob.total} "
+                   f"({rec['seconds']:.1f} s)")
+        self.converged = gap <= owner.tol
 
-    def _fit_mm(self, data, prob, graph: LaplacianGraph, epochs, on_epoch, seed) -> np.ndarray:
-        dim = data.features.dim
-        C, lam = self.C, self.laplacian
-        gids, deg, S, qinv_g = graph.ids, graph.deg, graph.S, prob.qinv_g
-        theta, v, alpha, margin, rng, t_start = self._start(prob, dim, seed)
-        anchor = np.zeros(dim)             # theta_t
-        b_g = np.zeros(len(graph))         # b on the graph coordinates
-        c_t = 0.0
-        p_anchor = C * prob.total          # P(0): every margin is 0
-        mm_steps = 0
-        for epoch in range(1, epochs + 1):
-            if prob.total == 0:
-                break
-            visited, t_pass, hinge = self._pass(data, prob, rng, epoch, theta, alpha, margin, v)
-            tg = theta[gids]
-            tt = _sumsq(theta)
-            primal = 0.5 * tt + 0.5 * lam * float(tg @ graph.laplacian_times(tg)) + C * hinge
-            major = 0.5 * tt + lam * float(deg @ (tg * tg)) + float(b_g @ tg) + c_t + C * hinge
-            vg = v[gids]
-            rg = vg - b_g
-            quad = _sumsq(v) - float(vg @ vg) + float(rg @ (rg * qinv_g))
-            sub_dual = float(alpha.sum()) - 0.5 * quad + c_t
-            gap = (p_anchor - sub_dual) / p_anchor if p_anchor > 0 else 0.0
-            self.gap = gap
-            rec = {"epoch": epoch, "primal": primal, "majorizer": major, "dual": sub_dual,
-                   "anchor_primal": p_anchor, "gap": gap, "mm_steps": mm_steps,
-                   "visited": visited, "constraints": prob.total, "pass_seconds": t_pass,
-                   "seconds": time.perf_counter() - t_start}
-            self.history.append(rec)
-            self._log(f"local-margin pass {epoch}: primal {primal:.8g} anchor {p_anchor:.8g} "
-                      f"majorizer {major:.8g} subproblem dual {sub_dual:.8g} gap {gap:.2e} "
-                      f"MM steps {mm_steps} ({rec['seconds']:.1f} s)")
-            if on_epoch is not None:
-                on_epoch(epoch, theta.copy())
-            if gap <= self.tol or epoch == epochs:
-                break
-            if major - sub_dual <= 0.5 * (p_anchor - major):
-                # MM step: P(theta) <= M_t(theta) < P(theta_t)
-                anchor[:] = theta
-                p_anchor = primal
-                tg = anchor[gids]
-                st = S @ tg
-                b_g = -lam * (deg * tg + st)
-                c_t = 0.5 * lam * float(tg @ (deg * tg - st)) + lam * float(tg @ st)
-                mm_steps += 1
-            # theta = Q^-1 (v - b) afresh (new b after an MM step; no rounding drift)
-            theta, v = v, theta
-            theta[gids] = (vg - b_g) * qinv_g
-        if prob.total == 0 or not self.history:
-            self.true_gap = 0.0 if prob.total == 0 else float("nan")
-            return theta
-        # the better of the last evaluated theta and the anchor (both have exact P values)
-        p_final = self.history[-1]["primal"]
-        if p_anchor < p_final:
-            theta, p_final = anchor, p_anchor
-        # certificate for the true problem: its dual at the last alpha (v is its sum)
-        true_dual = float(alpha.sum()) - 0.5 * _inverse_quad(graph, lam, v)
-        self.true_gap = (p_final - true_dual) / p_final if p_final > 0 else 0.0
-        self.history[-1]["true_dual"] = true_dual
-        self.history[-1]["returned_primal"] = p_final
-        return theta
+    def _mm_pass(self, order, epoch) -> None:
+        owner, prob, graph, theta, alpha, v = self.owner, self.prob, self.graph, self.theta, \
+            self.alpha, self.v
+        C, lam = owner.C, owner.laplacian
+        gids, deg = graph.ids, graph.deg
+        visited, t_pass, hinge = self._pass(order, epoch)
+        tg = theta[gids]
+        tt = _sumsq(theta)
+        primal = 0.5 * tt + 0.5 * lam * float(tg @ graph.laplacian_times(tg)) + C * hinge
+        major = (0.5 * tt + lam * float(deg @ (tg * tg)) + float(self.b_g @ tg) + self.c_t
+                 + C * hinge)
+        vg = v[gids]
+        rg = vg - self.b_g
+        quad = _sumsq(v) - float(vg @ vg) + float(rg @ (rg * prob.qinv_g))
+        sub_dual = float(alpha.sum()) - 0.5 * quad + self.c_t
+        p_anchor = self.p_anchor
+        gap = (p_anchor - sub_dual) / p_anchor if p_anchor > 0 else 0.0
+        owner.gap = gap
+        rec = {"epoch": epoch, "primal": primal, "majorizer": major, "dual": sub_dual,
+               "anchor_primal": p_anchor, "gap": gap, "mm_steps": self.mm_steps,
+               "visited": visited, "constraints": prob.total, "pass_seconds": t_pass,
+               "seconds": time.perf_counter() - self.t_start}
+        owner.history.append(rec)
+        owner._log(f"local-margin pass {epoch}: primal {primal:.8g} anchor {p_anchor:.8g} "
+                   f"majorizer {major:.8g} subproblem dual {sub_dual:.8g} gap {gap:.2e} "
+                   f"MM steps {self.mm_steps} ({rec['seconds']:.1f} s)")
+        self.last = {"primal": primal, "major": major, "sub_dual": sub_dual, "vg": vg}
+        self.converged = gap <= owner.tol
+
+    def _between_passes(self) -> None:
+        """What the last pass leaves to the next: with the Laplacian, the MM step when
+        the subproblem is solved well enough (P(theta) <= M_t(theta) < P(theta_t)); then
+        theta afresh from alpha (v = sum alpha d_c; Q^-1 (v - b) with the Laplacian):
+        no rounding drift."""
+        if self.graph is None:
+            self.theta, self.v = self.v, self.theta
+            return
+        lam, graph, last = self.owner.laplacian, self.graph, self.last
+        if last["major"] - last["sub_dual"] <= 0.5 * (self.p_anchor - last["major"]):
+            self.anchor[:] = self.theta
+            self.p_anchor = last["primal"]
+            tg = self.anchor[graph.ids]
+            st = graph.S @ tg
+            self.b_g = -lam * (graph.deg * tg + st)
+            self.c_t = 0.5 * lam * float(tg @ (graph.deg * tg - st)) + lam * float(tg @ st)
+            self.mm_steps += 1
+        self.theta, self.v = self.v, self.theta
+        self.theta[graph.ids] = (last["vg"] - self.b_g) * self.prob.qinv_g
+
+    def snapshot(self) -> np.ndarray:
+        return self.theta.copy()
+
+    def restore(self, snapshot: np.ndarray) -> None:
+        """theta only (alpha, from which the next pass recomputes it, is kept)."""
+        self.theta[:] = snapshot
+
+    def final_snapshot(self) -> np.ndarray:
+        """theta after the last pass; with the Laplacian the better of it and the anchor
+        (both have exact P values), and the certificate of the true problem (its dual at
+        the last alpha, v being its sum) in ``true_gap``."""
+        owner = self.owner
+        if self.graph is None:
+            return self.theta.copy()
+        if self.prob.total == 0 or not owner.history:
+            owner.true_gap = 0.0 if self.prob.total == 0 else float("nan")
+            return self.theta.copy()
+        theta, p_final = self.theta, owner.history[-1]["primal"]
+        if self.p_anchor < p_final:
+            theta, p_final = self.anchor, self.p_anchor
+        true_dual = float(self.alpha.sum()) - 0.5 * _inverse_quad(self.graph, owner.laplacian,
+                                                                  self.v)
+        owner.true_gap = (p_final - true_dual) / p_final if p_final > 0 else 0.0
+        owner.history[-1]["true_dual"] = true_dual
+        owner.history[-1]["returned_primal"] = p_final
+        return theta.copy()
+
+    def state(self) -> dict:
+        out = {"theta": self.theta, "v": self.v, "alpha": self.alpha, "margin": self.margin,
+               "pending": self.pending, "converged": self.converged,
+               "gap": self.owner.gap, "history": self.owner.history}
+        if self.graph is not None:
+            out.update(anchor=self.anchor, b_g=self.b_g, c_t=self.c_t, p_anchor=self.p_anchor,
+                       mm_steps=self.mm_steps, last=self.last)
+        return out
+
+    def load_state(self, state: dict) -> None:
+        for key in ("theta", "v", "alpha", "margin"):
+            getattr(self, key)[:] = state[key]
+        self.pending, self.converged = bool(state["pending"]), bool(state["converged"])
+        self.owner.gap = state["gap"]
+        self.owner.history = list(state["history"])
+        if self.graph is not None:
+            self.anchor[:] = state["anchor"]
+            self.b_g = np.array(state["b_g"], dtype=np.float64)
+            self.c_t, self.p_anchor = state["c_t"], state["p_anchor"]
+            self.mm_steps = int(state["mm_steps"])
+            self.last = {**state["last"], "vg": np.array(state["last"]["vg"])}

@@ -50,8 +50,10 @@ import numpy as np
 from arboreal.features.hashing import aligned_zeros, as_aligned
 from arboreal.inference.structure import length_buckets
 from arboreal.learn import BatchLearner, TrainingData, part_expectation, require_marginals
+from arboreal.learn.trainer import run_epochs
 
-__all__ = ["LogLinear", "loglinear_objective", "length_buckets", "ScoredBuckets"]
+__all__ = ["LogLinear", "LbfgsLearner", "AdagradLearner", "loglinear_objective",
+           "length_buckets", "ScoredBuckets"]
 
 
 def accumulate_dense(features, enc, coef: np.ndarray, out: np.ndarray, scale: float) -> None:
@@ -246,19 +248,20 @@ class LogLinear(BatchLearner):
         self.verbose = bool(verbose)
         self.history: list[dict] = []
 
-    def fit(self, data: TrainingData, epochs: int,
-            on_epoch: Callable[[int, np.ndarray], None] | None = None,
-            seed: int = 0) -> np.ndarray:
+    def start(self, data: TrainingData, seed: int = 0):
+        """The epoch learner on ``data``: :class:`LbfgsLearner` (one L-BFGS iteration
+        per epoch) or :class:`AdagradLearner` (one pass of mini-batches per epoch, in
+        the trainer's order)."""
         require_marginals(data, self.name)
+        self.history = []
         if not data.arc_factored:
             if self.optimizer != "lbfgs" or self.laplacian:
                 raise ValueError("log-linear training with higher-order parts uses L-BFGS "
                                  "without the Laplacian penalty")
-            return self._fit_parts(data, epochs, on_epoch)
+            return self._parts_learner(data)
         dim = data.features.dim
         sb = ScoredBuckets(data)
         active = sb.active(dim)
-        self.history = []
         if self.optimizer == "lbfgs":
             graph = None
             if self.laplacian:
@@ -267,14 +270,18 @@ class LogLinear(BatchLearner):
                 graph = lexical_graph(data)
                 # similar pairs unseen in training get weights through the penalty
                 active = np.union1d(active, graph.ids)
-            return self._fit_lbfgs(data, sb, active, epochs, on_epoch, graph)
-        return self._fit_adagrad(data, sb, active, epochs, on_epoch, seed)
+            return self._lbfgs_learner(data, sb, active, graph)
+        return self._adagrad_learner(data, sb, active)
 
-    def _fit_lbfgs(self, data, sb, active, epochs, on_epoch, graph=None):
+    def fit(self, data: TrainingData, epochs: int,
+            on_epoch: Callable[[int, np.ndarray], None] | None = None,
+            seed: int = 0) -> np.ndarray:
+        return run_epochs(self.start(data, seed), epochs, seed, on_epoch)
+
+    def _lbfgs_learner(self, data, sb, active, graph=None) -> "LbfgsLearner":
         dim = data.features.dim
         observed = sb.observed(dim)
         w = np.zeros(dim)
-        state = {"epoch": 0, "t0": time.perf_counter()}
 
         def fun(x):
             w[:] = 0.0
@@ -285,12 +292,11 @@ class LogLinear(BatchLearner):
                 extra, g = graph.penalty(w, self.laplacian)
                 value += extra
                 grad[graph.ids] += g
-            state["last"] = value
             return value, grad[active]
 
-        return self._run_lbfgs(fun, active, dim, epochs, on_epoch, state, self.name)
+        return LbfgsLearner(self, fun, active, dim, self.name)
 
-    def _fit_parts(self, data, epochs, on_epoch):
+    def _parts_learner(self, data) -> "LbfgsLearner":
         """L-BFGS over arc and part weights, the expectations from the part marginals
         of each sentence's pruned arcs (:func:`part_expectation`), one at a time."""
         dim = data.features.dim
@@ -304,7 +310,6 @@ class LogLinear(BatchLearner):
             part_expectation(data, i, zero, touched, 1.0)
         active = np.flatnonzero((touched != 0.0) | (observed != 0.0))
         w = np.zeros(dim)
-        state = {"epoch": 0, "t0": time.perf_counter()}
 
         def fun(x):
             w[:] = 0.0
@@ -313,44 +318,11 @@ class LogLinear(BatchLearner):
             value = 0.5 * float(x @ x) - self.C * float(w @ observed)
             for i in range(len(data)):
                 value += self.C * part_expectation(data, i, w, grad, self.C)
-            state["last"] = value
             return value, grad[active]
 
-        return self._run_lbfgs(fun, active, dim, epochs, on_epoch, state, self.name)
+        return LbfgsLearner(self, fun, active, dim, self.name)
 
-    def _run_lbfgs(self, fun, active: np.ndarray, dim: int, epochs: int, on_epoch,
-                   state: dict, label: str) -> np.ndarray:
-        """scipy L-BFGS over the ``active`` coordinates of a ``dim`` vector.
-
-        ``fun(x) -> (value, grad)`` on the active coordinates must store its value in
-        ``state["last"]``; one iteration = one epoch for ``on_epoch`` and ``history``.
-        """
-        from scipy.optimize import minimize
-
-        def callback(xk):
-            state["epoch"] += 1
-            e = state["epoch"]
-            full = np.zeros(dim)
-            full[active] = xk
-            rec = {"epoch": e, "objective": state.get("last", float("nan")),
-                   "seconds": time.perf_counter() - state["t0"]}
-            self.history.append(rec)
-            self._log(f"{label} iter {e}: objective {rec['objective']:.6g} "
-                      f"({rec['seconds']:.1f} s)")
-            if on_epoch is not None:
-                on_epoch(e, full)
-
-        if epochs <= 0 or len(active) == 0:
-            return np.zeros(dim)
-        res = minimize(fun, np.zeros(len(active)), jac=True, method="L-BFGS-B",
-                       callback=callback,
-                       options={"maxiter": int(epochs), "maxcor": self.memory,
-                                "gtol": 1e-9, "ftol": 1e-12})
-        out = np.zeros(dim)
-        out[active] = res.x
-        return out
-
-    def _fit_adagrad(self, data, sb, active, epochs, on_epoch, seed):
+    def _adagrad_learner(self, data, sb, active) -> "AdagradLearner":
         dim = data.features.dim
         N = len(sb.heads)
 
@@ -359,33 +331,185 @@ class LogLinear(BatchLearner):
             return loglinear_objective(sb, w, self.C, data.projective, data.single_root,
                                        sb.observed(dim, idx), buckets, regularize=len(idx) / N)
 
-        return self._run_adagrad(batch_objective, np.flatnonzero(sb.lengths > 0), active, dim,
-                                 epochs, on_epoch, seed, self.name)
+        return AdagradLearner(self, batch_objective, np.flatnonzero(sb.lengths > 0), active,
+                              dim, self.name)
 
-    def _run_adagrad(self, batch_objective, nonempty: np.ndarray, active: np.ndarray, dim: int,
-                     epochs: int, on_epoch, seed: int, label: str) -> np.ndarray:
-        """Mini-batch AdaGrad over the ``active`` coordinates of a ``dim`` vector.
 
-        ``batch_objective(x, idx) -> (value, grad)`` for the sentences ``idx`` (grad of
-        length ``dim``); batches of ``batch_size`` sentences in a fresh order each epoch.
-        """
-        rng = np.random.default_rng(seed)
-        x = np.zeros(dim)
-        G = np.zeros(dim)
-        t0 = time.perf_counter()
-        for e in range(1, epochs + 1):
-            order = rng.permutation(nonempty)
-            total = 0.0
-            for s in range(0, len(order), self.batch_size):
-                value, grad = batch_objective(x, order[s: s + self.batch_size])
-                total += value
-                g = grad[active]
-                G[active] += g * g
-                x[active] -= self.learning_rate * g / (np.sqrt(G[active]) + 1e-8)
-            rec = {"epoch": e, "objective": total, "seconds": time.perf_counter() - t0}
-            self.history.append(rec)
-            self._log(f"{label} adagrad epoch {e}: running objective {total:.6g} "
-                      f"({rec['seconds']:.1f} s)")
-            if on_epoch is not None:
-                on_epoch(e, x.copy())
-        return x
+#: scipy's L-BFGS-B tolerances as ``LogLinear`` has always passed them to
+#: ``scipy.optimize.minimize`` (``gtol``, ``ftol``)
+LBFGS_GTOL, LBFGS_FTOL = 1e-9, 1e-12
+
+
+class LbfgsLearner:
+    """L-BFGS over the ``active`` coordinates of a ``dim`` vector as an
+    :class:`~arboreal.learn.trainer.EpochLearner`: one epoch is one L-BFGS iteration.
+
+    It drives scipy's L-BFGS-B routine (``scipy.optimize._lbfgsb.setulb``, the one
+    ``scipy.optimize.minimize(method="L-BFGS-B")`` calls) through its reverse
+    communication exactly as ``minimize`` does: ``fun`` evaluated where the routine asks
+    (never twice in a row at the same point, as scipy's memoization), an epoch ending
+    where it reports a new iterate. So the iterates are bit for bit those of
+    ``minimize`` with the same options (a test checks it), and the routine's whole state
+    is a handful of numpy arrays that a checkpoint saves and restores exactly, which a
+    call of ``minimize`` would hide. When the routine stops on its own (converged, or
+    the line search failed) the learner is ``exhausted`` and ``final_snapshot`` is its
+    last point. The order the trainer draws is not used (a batch method).
+
+    ``fun(x) -> (value, grad on the active coordinates)``; ``owner`` (the
+    :class:`LogLinear`) gets one ``history`` record per iteration.
+    """
+
+    def __init__(self, owner: "LogLinear", fun, active: np.ndarray, dim: int, label: str):
+        from scipy.optimize import _lbfgsb
+
+        self._setulb = _lbfgsb.setulb
+        self.owner, self.fun, self.active, self.dim, self.label = owner, fun, active, dim, label
+        n, m = len(active), owner.memory
+        self.m = m
+        self.size = 1
+        self.converged = False
+        self.exhausted = n == 0
+        self.factr = LBFGS_FTOL / np.finfo(float).eps
+        self.bounds = (np.zeros(n), np.zeros(n), np.zeros(n, np.int32))   # unbounded
+        self.x = np.zeros(n)
+        self.f = 0.0
+        self.g = np.zeros(n)
+        self.work = {"wa": np.zeros(2 * m * n + 5 * n + 11 * m * m + 8 * m),
+                     "iwa": np.zeros(3 * n, np.int32), "task": np.zeros(2, np.int32),
+                     "ln_task": np.zeros(2, np.int32), "lsave": np.zeros(4, np.int32),
+                     "isave": np.zeros(44, np.int32), "dsave": np.zeros(29)}
+        self.iterations = 0
+        self.t0 = time.perf_counter()
+        self.memo_x = self.memo_f = self.memo_g = None
+        self.last = float("nan")
+        if n:
+            self._evaluate(self.x)      # as minimize does when it starts
+
+    def _evaluate(self, x: np.ndarray) -> tuple[float, np.ndarray]:
+        if self.memo_x is None or not np.array_equal(x, self.memo_x):
+            self.memo_x = np.array(x, dtype=np.float64)
+            value, grad = self.fun(np.copy(x))
+            if not np.isscalar(value):
+                value = np.asarray(value).item()
+            self.memo_f, self.memo_g = value, np.atleast_1d(grad)
+            self.last = value
+        return self.memo_f, self.memo_g
+
+    def run_epoch(self, order: np.ndarray, epoch: int) -> dict | None:
+        if self.exhausted:
+            return None
+        low, up, nbd = self.bounds
+        k = self.work
+        while True:
+            self.g = self.g.astype(np.float64)
+            try:
+                self._setulb(self.m, self.x, low, up, nbd, self.f, self.g, self.factr,
+                             LBFGS_GTOL, k["wa"], k["iwa"], k["task"], k["lsave"], k["isave"],
+                             k["dsave"], 20, k["ln_task"])
+            except TypeError as exc:       # another scipy's routine
+                import scipy
+
+                raise ValueError(f"the L-BFGS learner drives scipy's L-BFGS-B routine as "
+                                 f"scipy 1.15 to 1.17 have it; scipy {scipy.__version__} "
+                                 f"calls it otherwise ({exc})") from None
+            task = k["task"][0]
+            if task == 3:                     # evaluate f and g at x
+                self.f, self.g = self._evaluate(self.x)
+            elif task == 1:                   # a new iterate: the epoch's end
+                self.iterations += 1
+                break
+            else:                             # converged, or stopped: no more iterates
+                self.exhausted = True
+                return None
+        owner = self.owner
+        rec = {"epoch": epoch, "objective": self.last,
+               "seconds": time.perf_counter() - self.t0}
+        owner.history.append(rec)
+        owner._log(f"{self.label} iter {epoch}: objective {rec['objective']:.6g} "
+                   f"({rec['seconds']:.1f} s)")
+        return {"objective": self.last}
+
+    def _full(self, x: np.ndarray) -> np.ndarray:
+        full = np.zeros(self.dim)
+        full[self.active] = x
+        return full
+
+    def snapshot(self) -> np.ndarray:
+        return self._full(self.x)
+
+    def final_snapshot(self) -> np.ndarray:
+        return self._full(self.x)
+
+    def restore(self, snapshot: np.ndarray) -> None:
+        """Start afresh from ``snapshot`` (the L-BFGS memory is dropped)."""
+        self.__init__(self.owner, self.fun, self.active, self.dim, self.label)
+        self.x[:] = snapshot[self.active]
+
+    def state(self) -> dict:
+        return {"x": self.x, "f": float(self.f), "g": self.g, "work": self.work,
+                "iterations": self.iterations, "exhausted": self.exhausted,
+                "memo": None if self.memo_x is None else
+                {"x": self.memo_x, "f": float(self.memo_f), "g": self.memo_g},
+                "last": self.last, "history": self.owner.history}
+
+    def load_state(self, state: dict) -> None:
+        self.x = np.array(state["x"], dtype=np.float64)
+        self.f = state["f"]
+        self.g = np.array(state["g"], dtype=np.float64)
+        self.work = {k: np.array(v, dtype=self.work[k].dtype) for k, v in state["work"].items()}
+        self.iterations, self.exhausted = int(state["iterations"]), bool(state["exhausted"])
+        memo = state["memo"]
+        self.memo_x = None if memo is None else np.array(memo["x"], dtype=np.float64)
+        self.memo_f = None if memo is None else memo["f"]
+        self.memo_g = None if memo is None else np.array(memo["g"], dtype=np.float64)
+        self.last = state["last"]
+        self.owner.history = list(state["history"])
+
+
+class AdagradLearner:
+    """Mini-batch AdaGrad over the ``active`` coordinates of a ``dim`` vector as an
+    :class:`~arboreal.learn.trainer.EpochLearner`: the items are the non-empty
+    sentences; an epoch takes batches of ``batch_size`` of them in the trainer's order.
+
+    ``batch_objective(x, idx) -> (value, grad)`` for the sentences ``idx`` (grad of
+    length ``dim``). State: the weights and the sums of squared gradients.
+    """
+
+    def __init__(self, owner: "LogLinear", batch_objective, nonempty: np.ndarray,
+                 active: np.ndarray, dim: int, label: str):
+        self.owner, self.batch_objective, self.nonempty = owner, batch_objective, nonempty
+        self.active, self.label = active, label
+        self.size = len(nonempty)
+        self.x = np.zeros(dim)
+        self.G = np.zeros(dim)
+        self.t0 = time.perf_counter()
+
+    def run_epoch(self, order: np.ndarray, epoch: int) -> dict:
+        owner, active, x, G = self.owner, self.active, self.x, self.G
+        items = self.nonempty[order]
+        total = 0.0
+        for s in range(0, len(items), owner.batch_size):
+            value, grad = self.batch_objective(x, items[s: s + owner.batch_size])
+            total += value
+            g = grad[active]
+            G[active] += g * g
+            x[active] -= owner.learning_rate * g / (np.sqrt(G[active]) + 1e-8)
+        rec = {"epoch": epoch, "objective": total, "seconds": time.perf_counter() - self.t0}
+        owner.history.append(rec)
+        owner._log(f"{self.label} adagrad epoch {epoch}: running objective {total:.6g} "
+                   f"({rec['seconds']:.1f} s)")
+        return {"objective": total}
+
+    def snapshot(self) -> np.ndarray:
+        return self.x.copy()
+
+    def restore(self, snapshot: np.ndarray) -> None:
+        self.x[:] = snapshot
+
+    def state(self) -> dict:
+        return {"x": self.x, "G": self.G, "history": self.owner.history}
+
+    def load_state(self, state: dict) -> None:
+        self.x[:] = state["x"]
+        self.G[:] = state["G"]
+        self.owner.history = list(state["history"])

@@ -50,7 +50,8 @@ from numba import njit
 from arboreal.inference.eisner import eisner_kbest
 from arboreal.learn import TrainingData, EpochCallback, cost_bias, decode
 from arboreal.learn.hildreth import _hildreth
-from arboreal.learn.perceptron import averaged_online_fit
+from arboreal.learn.perceptron import OnlineLearner, online_learner
+from arboreal.learn.trainer import run_epochs
 
 _MAX_ITER = 10000     # Hildreth's defaults (arboreal.learn.hildreth.hildreth)
 _EPS = 1e-8
@@ -437,13 +438,17 @@ class _MiraBase:
         """Arc scores (n+1, n+1) of cost-augmented decoding."""
         return scores + cost_bias(gold, self.cost) if self.cost else scores
 
+    def start(self, data: TrainingData, seed: int = 0) -> OnlineLearner:
+        """The epoch learner training on ``data``
+        (:class:`~arboreal.learn.perceptron.OnlineLearner`)."""
+        return online_learner(self, data)
+
     def fit(self, data: TrainingData, epochs: int, on_epoch: EpochCallback | None = None,
             seed: int = 0) -> np.ndarray:
-        return averaged_online_fit(data, epochs, self.make_update(data), self.average,
-                                   on_epoch, seed)
+        return run_epochs(self.start(data, seed), epochs, seed, on_epoch)
 
     def make_update(self, data: TrainingData, count: bool = False):
-        """The step of :func:`~arboreal.learn.perceptron.averaged_online_fit` for
+        """The step of :class:`~arboreal.learn.perceptron.OnlineLearner` for
         ``data``: ``update(i, w, u, c)`` applies sentence i's MIRA update and returns
         whether it changed the weights (a violated constraint, some alpha != 0; known
         for free, so ``count`` changes nothing)."""

@@ -26,7 +26,7 @@ end) are
     / (1 + n |T|),
 
 |T| the number of training sentences; the initial zero vector counts once, as in
-:func:`~arboreal.learn.perceptron.averaged_online_fit`. With ``average=False`` the
+:class:`~arboreal.learn.perceptron.OnlineLearner`. With ``average=False`` the
 mixed weights ``m_n`` themselves. This is kept lazily, as on one machine: the state
 is ``(m, U, c)`` with the average ``m - U / c`` (:func:`final_weights`). Every shard
 starts its epoch at step counter c (the shards run side by side), accumulates its own
@@ -66,6 +66,7 @@ from arboreal.errors import ArborealError
 from arboreal.features.hashing import aligned_zeros
 from arboreal.learn import TrainingData, EpochCallback
 from arboreal.learn.perceptron import final_weights, online_epoch
+from arboreal.learn.trainer import run_epochs
 
 #: mixing weights: uniform (the mean) or error-weighted (McDonald et al. 2010, §4)
 MIXING_MODES = ("uniform", "error")
@@ -161,7 +162,7 @@ class ParameterMixing:
     """``learner`` (an online learner) trained by iterative parameter mixing over
     ``shards`` shards, on the Dask cluster of ``client`` (a ``distributed.Client``) or,
     without one, shard after shard in this process; ``mode``: "uniform" or "error".
-    A learner as far as ``Parser.train`` is concerned (``fit``)."""
+    A learner as far as ``Parser.train`` is concerned (``start``, ``fit``)."""
 
     def __init__(self, learner, client=None, shards: int = 1, mode: str = "uniform"):
         if not is_online(learner):
@@ -186,28 +187,75 @@ class ParameterMixing:
         """What a model file records about the mixing."""
         return {"shards": self.shards, "mixing": self.mode}
 
+    def start(self, data: TrainingData, seed: int = 0) -> "MixingLearner":
+        """The epoch learner (:class:`MixingLearner`): the data sent to the shards,
+        ``m_0 = 0``."""
+        return MixingLearner(self, data, seed)
+
     def fit(self, data: TrainingData, epochs: int, on_epoch: EpochCallback | None = None,
             seed: int = 0) -> np.ndarray:
+        return run_epochs(self.start(data, seed), epochs, seed, on_epoch)
+
+
+class MixingLearner:
+    """Iterative parameter mixing as an :class:`~arboreal.learn.trainer.EpochLearner`:
+    one epoch runs every shard's epoch and mixes them. The shards' generators are its
+    own (:func:`shard_rng`): shard 0's is the trainer's (``rng``, so that one shard is
+    single-machine training), the others draw their shard's order in ``run_epoch``. The
+    snapshot is the averaged weights (``average``) or the mixed ones. State: the mixed
+    weights, the averaging sum, the step counter and the other shards' generators.
+    ``close()`` releases what was sent to a cluster."""
+
+    def __init__(self, mixing: ParameterMixing, data: TrainingData, seed: int):
         n = len(data)
-        if self.shards > n:
-            raise ArborealError(f"{self.shards} shards for {n} training sentences: give "
+        if mixing.shards > n:
+            raise ArborealError(f"{mixing.shards} shards for {n} training sentences: give "
                                 "--shards at most the number of sentences")
-        parts = shard_indices(n, self.shards)
-        rngs = [shard_rng(seed, i) for i in range(self.shards)]
-        average = bool(getattr(self.learner, "average", True))
-        runner = (_LocalRunner if self.client is None else _DaskRunner)(self, data, parts)
-        self.history = []
+        self.mixing = mixing
+        self.parts = shard_indices(n, mixing.shards)
+        rngs = [shard_rng(seed, i) for i in range(mixing.shards)]
+        self.rng, self.shard_rngs = rngs[0], rngs[1:]
+        self.size = len(self.parts[0])
+        self.average = bool(getattr(mixing.learner, "average", True))
+        self.runner = (_LocalRunner if mixing.client is None else _DaskRunner)(mixing, data,
+                                                                                self.parts)
+        mixing.history = []
         try:
-            m, U, c = runner.start()
-            for epoch in range(1, epochs + 1):
-                orders = [rng.permutation(len(p)) for rng, p in zip(rngs, parts)]
-                m, U, c, updates = runner.epoch(orders, m, U, c, epoch)
-                self.history.append(updates)
-                if on_epoch is not None:
-                    on_epoch(epoch, runner.averaged(m, U, c, average))
-            return runner.averaged(m, U, c, average)
-        finally:
-            runner.close()
+            self.m, self.U, self.c = self.runner.start()
+        except BaseException:
+            self.runner.close()
+            raise
+
+    def run_epoch(self, order: np.ndarray, epoch: int) -> dict:
+        orders = [order] + [rng.permutation(len(p))
+                            for rng, p in zip(self.shard_rngs, self.parts[1:])]
+        self.m, self.U, self.c, updates = self.runner.epoch(orders, self.m, self.U, self.c,
+                                                            epoch)
+        self.mixing.history.append(updates)
+        return {"updates": int(sum(updates))}
+
+    def snapshot(self) -> np.ndarray:
+        return self.runner.averaged(self.m, self.U, self.c, self.average)
+
+    def restore(self, snapshot: np.ndarray) -> None:
+        """Go on from ``snapshot`` as the mixed weights, the average starting afresh."""
+        U = np.zeros(snapshot.size, dtype=np.float32)
+        self.m, self.U, self.c = self.runner.load(np.asarray(snapshot, np.float32), U, 1.0)
+
+    def close(self) -> None:
+        self.runner.close()
+
+    def state(self) -> dict:
+        m, U = self.runner.host(self.m, self.U)
+        return {"m": m, "U": U, "c": self.c,
+                "rngs": [r.bit_generator.state for r in self.shard_rngs],
+                "history": self.mixing.history}
+
+    def load_state(self, state: dict) -> None:
+        for r, s in zip(self.shard_rngs, state["rngs"]):
+            r.bit_generator.state = s
+        self.m, self.U, self.c = self.runner.load(state["m"], state["U"], float(state["c"]))
+        self.mixing.history = [list(h) for h in state["history"]]
 
 
 def _advance(bar, k: int) -> None:
@@ -243,6 +291,16 @@ class _LocalRunner:
 
     def averaged(self, m, U, c, average):
         return _averaged(m, U, c, average)
+
+    def host(self, m, U):
+        """The mixed weights and averaging sum as arrays here."""
+        return m, U
+
+    def load(self, m, U, c):
+        """``(m, U, c)`` of an epoch's start from arrays here."""
+        out = aligned_zeros(m.size)
+        out[:] = m
+        return out, np.array(U, dtype=np.float32), c
 
     def close(self) -> None:
         pass
@@ -341,6 +399,17 @@ class _DaskRunner:
 
     def averaged(self, m, U, c, average):
         return _averaged(self.m_host, self.U_host, c, average)
+
+    def host(self, m, U):
+        return self.m_host, self.U_host
+
+    def load(self, m, U, c):
+        self.m_host = aligned_zeros(m.size)
+        self.m_host[:] = m
+        self.U_host = np.array(U, dtype=np.float32)
+        with self.errors("sending the weights", self.client):
+            m_f, U_f = self._send_weights()
+        return m_f, U_f, c
 
     def close(self) -> None:
         for f in (self.features, *self.shards):

@@ -104,3 +104,49 @@ class GradientLearner:
 
     def restore(self, snapshot: dict) -> None:
         self.scorer.network.load_state_dict(snapshot)
+
+    # ------------------------------------------------------------------ checkpoints
+    def snapshot_state(self, snapshot: dict) -> dict:
+        """A snapshot as numpy arrays (for a checkpoint)."""
+        return {k: v.detach().cpu().numpy() for k, v in snapshot.items()}
+
+    def snapshot_from_state(self, state: dict) -> dict:
+        return {k: torch.from_numpy(np.asarray(v)) for k, v in state.items()}
+
+    def state(self) -> dict:
+        """Everything the next epoch depends on, as numpy arrays and JSON values: the
+        network's parameters, Adam's moments and step counts, the learning-rate schedule
+        and torch's generators (CPU, and the GPUs' when training on one; they draw the
+        dropout masks)."""
+        optimizer = self.optimizer.state_dict()
+        out = {"network": self.snapshot_state(self.scorer.network.state_dict()),
+               "optimizer": {"state": {str(k): {n: _array(v) for n, v in s.items()}
+                                       for k, s in optimizer["state"].items()},
+                             "param_groups": optimizer["param_groups"]},
+               "schedule": self.schedule.state_dict(),
+               "torch_rng": torch.get_rng_state().numpy()}
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            out["cuda_rng"] = [s.numpy() for s in torch.cuda.get_rng_state_all()]
+        return out
+
+    def load_state(self, state: dict) -> None:
+        self.restore(self.snapshot_from_state(state["network"]))
+        opt = state["optimizer"]
+        self.optimizer.load_state_dict(
+            {"state": {int(k): {n: _tensor(v) for n, v in s.items()}
+                       for k, s in opt["state"].items()},
+             "param_groups": [{**g, "betas": tuple(g["betas"])} for g in opt["param_groups"]]})
+        self.schedule.load_state_dict(state["schedule"])
+        torch.set_rng_state(torch.from_numpy(np.asarray(state["torch_rng"], dtype=np.uint8)))
+        if "cuda_rng" in state and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all([torch.from_numpy(np.asarray(s, dtype=np.uint8))
+                                          for s in state["cuda_rng"]])
+
+
+def _array(value):
+    """An optimizer state value as a checkpoint holds it."""
+    return value.detach().cpu().numpy() if isinstance(value, torch.Tensor) else value
+
+
+def _tensor(value):
+    return torch.from_numpy(np.array(value)) if isinstance(value, np.ndarray) else value

@@ -18,6 +18,7 @@ import numpy as np
 
 from arboreal.features.hashing import aligned_zeros
 from arboreal.learn import EpochCallback, TrainingData
+from arboreal.learn.trainer import run_epochs
 
 
 def update_coef(n: int, gold: np.ndarray, pred: np.ndarray) -> np.ndarray | None:
@@ -62,34 +63,58 @@ def online_epoch(data: TrainingData, order: np.ndarray,
     return c, updates
 
 
-def averaged_online_fit(data: TrainingData, epochs: int,
-                        update: Callable[[int, np.ndarray, np.ndarray, float], object],
-                        average: bool, on_epoch: EpochCallback | None = None,
-                        seed: int = 0) -> np.ndarray:
-    """Online training loop with lazy averaging, shared by the perceptron and MIRA.
+class OnlineLearner:
+    """The online loop with lazy averaging as an
+    :class:`~arboreal.learn.trainer.EpochLearner`, shared by the perceptron and MIRA.
 
-    Each epoch visits the sentences in an order shuffled by
-    ``np.random.default_rng(seed)``; ``update(i, w, u, c)`` must add step c's change
-    delta for sentence i to ``w`` and ``c * delta`` to ``u`` (both (dim,) float32, in
-    place); it may return whether it changed them (counted by :func:`online_epoch`).
-    Returns :func:`final_weights` after the last epoch (and passes them to
-    ``on_epoch(epoch, weights)`` after each one). One epoch is :func:`online_epoch`,
-    which iterative parameter mixing (:mod:`arboreal.learn.mixing`) runs on each shard
-    of the data.
+    ``update(i, w, u, c)`` must add step c's change delta for sentence i to ``w`` and
+    ``c * delta`` to ``u`` (both (dim,) float32, in place); it may return whether it
+    changed them. One epoch is :func:`online_epoch` over the trainer's order (which
+    iterative parameter mixing, :mod:`arboreal.learn.mixing`, runs on each shard of the
+    data); the snapshot is :func:`final_weights` (the average of the weight vectors after
+    every step, or the last ones without ``average``). State: ``w``, ``u`` and the step
+    counter ``c``.
     """
-    # float32 is exact for the integer-valued perceptron weights and halves the
-    # memory traffic of scoring
-    w = aligned_zeros(data.features.dim)
-    # float32 suffices for u: its rounding error divided by c stays << 1e-3
-    u = np.zeros(data.features.dim, dtype=np.float32)
-    c = 1.0
-    rng = np.random.default_rng(seed)
-    for epoch in range(1, epochs + 1):
-        order = rng.permutation(len(data))
-        c, _ = online_epoch(data, order, update, w, u, c, epoch)
-        if on_epoch is not None:
-            on_epoch(epoch, final_weights(w, u, c, average))
-    return final_weights(w, u, c, average)
+
+    def __init__(self, data: TrainingData,
+                 update: Callable[[int, np.ndarray, np.ndarray, float], object],
+                 average: bool):
+        self.data = data
+        self.update = update
+        self.average = bool(average)
+        self.size = len(data)
+        # float32 is exact for the integer-valued perceptron weights and halves the
+        # memory traffic of scoring
+        self.w = aligned_zeros(data.features.dim)
+        # float32 suffices for u: its rounding error divided by c stays << 1e-3
+        self.u = np.zeros(data.features.dim, dtype=np.float32)
+        self.c = 1.0
+
+    def run_epoch(self, order: np.ndarray, epoch: int) -> None:
+        self.c, _ = online_epoch(self.data, order, self.update, self.w, self.u, self.c, epoch)
+
+    def snapshot(self) -> np.ndarray:
+        return final_weights(self.w, self.u, self.c, self.average)
+
+    def restore(self, snapshot: np.ndarray) -> None:
+        """Go on from ``snapshot`` as the weights, the average starting afresh."""
+        self.w[:] = snapshot
+        self.u[:] = 0.0
+        self.c = 1.0
+
+    def state(self) -> dict:
+        return {"w": self.w, "u": self.u, "c": self.c}
+
+    def load_state(self, state: dict) -> None:
+        self.w[:] = state["w"]
+        self.u[:] = state["u"]
+        self.c = float(state["c"])
+
+
+def online_learner(learner, data: TrainingData) -> OnlineLearner:
+    """``learner``'s (perceptron or MIRA) epoch learner on ``data``: its update step
+    (``make_update``) and averaging."""
+    return OnlineLearner(data, learner.make_update(data), learner.average)
 
 
 class Perceptron:
@@ -102,13 +127,17 @@ class Perceptron:
     def __init__(self, average: bool = True):
         self.average = bool(average)
 
+    def start(self, data: TrainingData, seed: int = 0) -> OnlineLearner:
+        """The epoch learner training on ``data`` (:class:`OnlineLearner`; the order is
+        the trainer's, from ``seed``)."""
+        return online_learner(self, data)
+
     def fit(self, data: TrainingData, epochs: int, on_epoch: EpochCallback | None = None,
             seed: int = 0) -> np.ndarray:
-        return averaged_online_fit(data, epochs, self.make_update(data), self.average,
-                                   on_epoch, seed)
+        return run_epochs(self.start(data, seed), epochs, seed, on_epoch)
 
     def make_update(self, data: TrainingData, count: bool = False) -> Callable:
-        """The step of :func:`averaged_online_fit` for ``data``: ``update(i, w, u, c)``
+        """The step of :class:`OnlineLearner` for ``data``: ``update(i, w, u, c)``
         decodes sentence i and updates on the words with a wrong head; with ``count`` it
         returns whether there was one (parameter mixing counts the mistakes; plain
         training skips that comparison)."""

@@ -26,8 +26,6 @@ is one numba call: O(N * F * candidates) greedy, O(N * (F * K + H * K^2)) at ord
 """
 from __future__ import annotations
 
-from typing import Callable
-
 import numpy as np
 from numba import njit
 
@@ -35,6 +33,7 @@ from arboreal.features.tokens import (MAX_CANDIDATES, N_HISTORY1_FEATURES, _clas
                                       best_candidate, condition, feature_count,
                                       feature_offset, history_feature, static_features,
                                       viterbi_buffers, viterbi_sentence)
+from arboreal.learn.trainer import run_epochs
 
 
 @njit(cache=True)
@@ -132,45 +131,76 @@ def _epoch_structured(attrs, starts, order, ctx, cond_col, cand, cand_n, gold, g
     return errors, c
 
 
+class StageLearner:
+    """One tagging stage's averaged perceptron as an
+    :class:`~arboreal.learn.trainer.EpochLearner`: the items are the sentences, an
+    epoch is one numba call over them in the trainer's order (greedy or structured,
+    ``order``); the snapshot is the averaged weights ``w - u / steps`` (float32).
+    Arguments as :func:`train_stage`. State: ``w``, ``u`` and the step counter."""
+
+    def __init__(self, attrs: np.ndarray, starts: np.ndarray, ctx: np.ndarray, cond_col: int,
+                 cand: np.ndarray, cand_n: np.ndarray, gold: np.ndarray, bits: int,
+                 order: int = 0):
+        if order not in (0, 1, 2):
+            raise ValueError(f"order must be 0 (greedy), 1 or 2, not {order!r}")
+        self.attrs, self.starts, self.ctx, self.cond_col = attrs, starts, ctx, cond_col
+        self.cand, self.cand_n, self.gold, self.bits, self.order = cand, cand_n, gold, bits, \
+            order
+        size = (1 << bits) + MAX_CANDIDATES
+        self.w = np.zeros(size, dtype=np.float32)
+        self.u = np.zeros(size, dtype=np.float64)
+        cond = (np.zeros(len(gold), dtype=np.int64) if cond_col < 0
+                else np.maximum(ctx[:, cond_col], 0))
+        # the slot of the gold class among its condition's candidates (-1: not a candidate)
+        slot_of = np.full((cand.shape[0],
+                           int(max(gold.max(initial=0), cand.max(initial=0))) + 1),
+                          -1, dtype=np.int32)
+        for uc in range(cand.shape[0]):
+            slot_of[uc, cand[uc, : cand_n[uc]]] = np.arange(cand_n[uc], dtype=np.int32)
+        self.gold_slot = slot_of[cond, gold].astype(np.int32)
+        self.steps = 0.0
+        self.size = len(starts) - 1
+
+    def run_epoch(self, order: np.ndarray, epoch: int) -> dict:
+        perm = order.astype(np.int64)
+        if self.order == 0:
+            errors, self.steps = _epoch(self.attrs, self.starts, perm, self.ctx, self.cond_col,
+                                        self.cand, self.cand_n, self.gold, self.gold_slot,
+                                        self.w, self.u, self.steps, self.bits)
+        else:
+            errors, self.steps = _epoch_structured(
+                self.attrs, self.starts, perm, self.ctx, self.cond_col, self.cand, self.cand_n,
+                self.gold, self.gold_slot, self.w, self.u, self.steps, self.bits, self.order)
+        return {"errors": int(errors)}
+
+    def snapshot(self) -> np.ndarray:
+        return (self.w - self.u / max(self.steps, 1.0)).astype(np.float32)
+
+    def restore(self, snapshot: np.ndarray) -> None:
+        self.w[:] = snapshot
+        self.u[:] = 0.0
+        self.steps = 0.0
+
+    def state(self) -> dict:
+        return {"w": self.w, "u": self.u, "steps": self.steps}
+
+    def load_state(self, state: dict) -> None:
+        self.w[:] = state["w"]
+        self.u[:] = state["u"]
+        self.steps = float(state["steps"])
+
+
 def train_stage(attrs: np.ndarray, starts: np.ndarray, ctx: np.ndarray, cond_col: int,
                 cand: np.ndarray, cand_n: np.ndarray, gold: np.ndarray, bits: int,
-                epochs: int, seed: int = 0,
-                on_epoch: Callable[[int, np.ndarray, int], bool] | None = None,
-                order: int = 0) -> np.ndarray:
-    """Averaged weights (2**bits + MAX_CANDIDATES,) float32 of one tagging stage.
+                epochs: int, seed: int = 0, order: int = 0) -> np.ndarray:
+    """Averaged weights (2**bits + MAX_CANDIDATES,) float32 of one tagging stage after
+    ``epochs`` epochs (:class:`StageLearner` under the trainer, no dev data).
 
     attrs (N, N_ATTRS) uint64 attribute rows; starts (S+1,) int64 sentence offsets;
     ctx (N, C) int32 gold context classes; cand (U, B) int32 candidate classes of each
     condition value, cand_n (U,) their counts; gold (N,) int32 gold classes.
-    ``on_epoch(epoch, averaged_weights, training_errors)`` is called after each epoch;
-    returning True keeps those weights as the result (best so far), and when it is
-    given, the weights it last kept are returned. ``order``: 0 greedy training, 1 or 2
-    structured training with Viterbi decoding of that order (see the module docstring).
+    ``order``: 0 greedy training, 1 or 2 structured training with Viterbi decoding of
+    that order (see the module docstring).
     """
-    if order not in (0, 1, 2):
-        raise ValueError(f"order must be 0 (greedy), 1 or 2, not {order!r}")
-    size = (1 << bits) + MAX_CANDIDATES
-    w = np.zeros(size, dtype=np.float32)
-    u = np.zeros(size, dtype=np.float64)
-    cond = np.zeros(len(gold), dtype=np.int64) if cond_col < 0 else np.maximum(ctx[:, cond_col], 0)
-    # the slot of the gold class among its condition's candidates (-1: not a candidate)
-    slot_of = np.full((cand.shape[0], int(max(gold.max(initial=0), cand.max(initial=0))) + 1),
-                      -1, dtype=np.int32)
-    for uc in range(cand.shape[0]):
-        slot_of[uc, cand[uc, : cand_n[uc]]] = np.arange(cand_n[uc], dtype=np.int32)
-    gold_slot = slot_of[cond, gold].astype(np.int32)
-    rng = np.random.default_rng(seed)
-    steps = 0.0
-    kept = None
-    for epoch in range(1, epochs + 1):
-        perm = rng.permutation(len(starts) - 1).astype(np.int64)
-        if order == 0:
-            errors, steps = _epoch(attrs, starts, perm, ctx, cond_col, cand, cand_n, gold,
-                                   gold_slot, w, u, steps, bits)
-        else:
-            errors, steps = _epoch_structured(attrs, starts, perm, ctx, cond_col, cand, cand_n,
-                                              gold, gold_slot, w, u, steps, bits, order)
-        avg = (w - u / max(steps, 1.0)).astype(np.float32)
-        if on_epoch is None or on_epoch(epoch, avg, int(errors)):
-            kept = avg
-    return kept if kept is not None else avg
+    learner = StageLearner(attrs, starts, ctx, cond_col, cand, cand_n, gold, bits, order)
+    return run_epochs(learner, epochs, seed)

@@ -63,11 +63,6 @@ PART_NAMES = {"sibling": "sib", "grandparent": "grand", "grand-sibling": "gsib",
               "tri-sibling": "trisib"}
 DEFAULT_PARTS = {1: (), 2: ("sib", "grand"), 3: ("sib", "grand", "gsib", "trisib")}
 GRAND_SCOPES = ("outer", "all")
-#: options of the higher-order parts (``arboreal train --learner-option KEY=VALUE``),
-#: with their defaults; ``pruner_epochs`` None = :func:`default_pruner_epochs`
-OPTIONS = {"pruner_epochs": None, "max_heads": None, "threshold": 1e-4,
-           "prune_temperature": None, "prune_recall": 0.995, "parse_prune_recall": None,
-           "grand_scope": "all", "memory_budget": DEFAULT_BUDGET}
 #: the training words the pruner reads when no ``pruner_epochs`` is given: as many
 #: passes over the training set as make about this many words (at least one, at most
 #: the parser's epochs). Chosen on dev UAS with orders 2 and 3 (docs/benchmarks.md,
@@ -472,60 +467,11 @@ class HigherOrder:
         on the other nine tenths (a pruner judged on its own training sentences keeps
         nearly every gold head there at any pruning, and prunes far too hard on new
         text). The choice is in ``temperature_choice``, its data in ``tuning_set``."""
-        import time
+        from arboreal.models.training import train_pruner
 
-        from arboreal.learn import TrainingData, get_learner
-        from arboreal.learn.trainer import held_out_split
-
-        if grand_scope not in GRAND_SCOPES:
-            raise ValueError(f"grand_scope must be one of {', '.join(GRAND_SCOPES)}, "
-                             f"got {grand_scope!r}")
-        outer_only = "trisib" in kinds and grand_scope == "outer"
-        parts = HigherOrderFeatures(kinds, features.bits, outer_only=outer_only,
-                                    templates=templates)
-        clock = [time.perf_counter()]
-
-        def pruner_epoch(epoch, w):
-            now = time.perf_counter()
-            if log:
-                log(epoch, now - clock[0])
-            clock[0] = now
-
-        if not 0.0 < prune_recall <= 1.0:
-            raise ValueError("prune_recall must lie in (0, 1]")
-        tuned_on = "dev"
-        train_encs, train_golds = encs, golds
-        choose = prune_temperature is None or max_heads is None
-        if choose and (tune_on is None or not tune_on[0]) and len(encs) >= 2:
-            held, rest = held_out_split(len(encs), seed)
-            held = [i for i in held if encs[i].n <= TEMPERATURE_MAX_WORDS][:TEMPERATURE_SENTENCES]
-            if held:
-                tune_on = ([encs[i] for i in held], [golds[i] for i in held])
-                train_encs = [encs[i] for i in rest]
-                train_golds = [golds[i] for i in rest]
-                tuned_on = HELD_OUT
-        if tune_on is None or not tune_on[0]:      # one training sentence: tune on it
-            tune_on, tuned_on = cls.tuning_data(encs, golds, None), "train"
-        w = get_learner("perceptron").fit(
-            TrainingData(features, train_encs, train_golds, projective=True,
-                         single_root=single_root),
-            epochs, on_epoch=pruner_epoch, seed=seed)
-        ho = cls(features, parts, w, projective=projective, single_root=single_root,
-                 max_heads=HEAD_LIMITS[0] if max_heads is None else max_heads,
-                 threshold=threshold,
-                 prune_temperature=(TEMPERATURES[0] if prune_temperature is None
-                                    else prune_temperature),
-                 memory_budget=memory_budget)
-        ho.tuning_set = (tune_on[0], tune_on[1], tuned_on)
-        if prune_temperature is None or max_heads is None:
-            table = ho.pruning_table(
-                *tune_on, TEMPERATURES if prune_temperature is None else (prune_temperature,),
-                HEAD_LIMITS if max_heads is None else (max_heads,))
-            choice = ho.use_pruning(ho.choose_pruning(table, prune_recall))
-            ho.temperature_choice = {**choice, "target": prune_recall, "on": tuned_on}
-            if prune_temperature is None and max_heads is None:
-                ho.tuning_table = table
-        return ho
+        return train_pruner(features, encs, golds, kinds, epochs, seed, single_root, projective,
+                            grand_scope, max_heads, threshold, prune_temperature, prune_recall,
+                            memory_budget, tune_on, templates, log)
 
     @staticmethod
     def tuning_data(encs: list, golds: list, tune_on: tuple[list, list] | None

@@ -153,18 +153,9 @@ class Labeler:
         """Train on gold trees: encoded sentences, heads (n+1,), deprels (n+1,) of str,
         with a learner of :mod:`arboreal.learn` (one that trains structures other than
         arc-factored trees: perceptron, mira) for ``epochs`` passes."""
-        from arboreal.learn import get_learner
+        from arboreal.models.training import train_labeler
 
-        index = {lab: i for i, lab in enumerate(self.labels.tolist())}
-        gold = [np.array([-1] + [index.get(d, -1) for d in dep[1:].tolist()], dtype=np.int64)
-                for dep in deprels]
-        learn = get_learner(learner, **options)
-        if not getattr(learn, "trains_parts", False):
-            raise ValueError(f"learner {learner!r} cannot train the label classifier")
-        data = LabelingData(self, encoded, [np.asarray(h, dtype=np.int64) for h in heads], gold)
-        w = learn.fit(data, epochs, seed=seed)
-        self.W = np.asarray(w, dtype=np.float32).reshape(self.W.shape)
-        return self
+        return train_labeler(self, encoded, heads, deprels, epochs, seed, learner, **options)
 
     def predict(self, enc, heads: np.ndarray) -> np.ndarray:
         """Label index (n+1,) of every word given the tree (index 0 unused, -1): the

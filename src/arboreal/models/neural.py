@@ -97,11 +97,14 @@ def train_neural(parser_class, train: list, dev: list | None, decoder: str = "cl
                  single_root: bool = True, seed: int = 0, embeddings: str | None = None,
                  options: dict | None = None, max_seconds: float | None = None,
                  threads: int | None = None, device: str = "cpu",
-                 progress: Callable | None = None, log: Callable | None = None):
+                 progress: Callable | None = None, log: Callable | None = None,
+                 resume: dict | None = None, save: Callable[[dict], None] | None = None):
     """A parser of class ``parser_class`` whose scorer is neural, trained on ``train``
     (and its best epoch chosen on ``dev``); see the module docstring. ``options``: the
     network's sizes and the training options (:func:`neural_options`). ``log`` receives
-    each epoch's :class:`~arboreal.learn.trainer.EpochRecord`."""
+    each epoch's :class:`~arboreal.learn.trainer.EpochRecord`; ``save`` the trainer's state
+    after each epoch and ``resume`` goes on from such a state (checkpoints,
+    :meth:`~arboreal.learn.trainer.Trainer.run`)."""
     from arboreal.neural.scorer import configure_threads, require_torch
 
     configure_threads(threads)
@@ -157,7 +160,7 @@ def train_neural(parser_class, train: list, dev: list | None, decoder: str = "cl
     t_setup = time.perf_counter() - t0
     interrupted = None
     try:
-        result = trainer.run(learner, evaluate)
+        result = trainer.run(learner, evaluate, resume=resume, save=save)
     except TrainingInterrupted as stop:
         result = interrupted = stop.result
     if result.snapshot is not None:

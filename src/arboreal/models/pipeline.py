@@ -122,7 +122,7 @@ def train_pipeline(train: list, dev: list | None, train_parser: Callable[[list, 
                    tagger: bool = True, tokenizer: bool = True, folds: int = JACKKNIFE_FOLDS,
                    tagger_epochs: int = DEFAULT_EPOCHS, seed: int = 0,
                    log: Callable[[str], None] | None = None, parser_reads_tags: bool = True,
-                   clusters=None, parser_tags: str = DEFAULT_PARSER_TAGS):
+                   clusters=None, parser_tags: str = DEFAULT_PARSER_TAGS, checkpoint=None):
     """Train a tokenizer on the ``# text`` lines of ``train`` (when ``tokenizer``; skipped
     with a warning when the treebank has none), a tagger (best epoch per stage on
     ``dev``), then the parser by ``train_parser(train, dev)`` on jackknifed tags (dev
@@ -131,15 +131,14 @@ def train_pipeline(train: list, dev: list | None, train_parser: Callable[[list, 
     the returned parser carries the tokenizer and the tagger. ``tagger=False``: the parser on the given tags.
     ``parser_reads_tags=False`` (a parser of forms only): no jackknifing, the tagger only
     tags the output. ``clusters``: word clusters for the tagger's features (every
-    jackknifing tagger's too)."""
+    jackknifing tagger's too). ``checkpoint``: a
+    :class:`~arboreal.models.checkpoint.TrainingCheckpoint`; each finished stage
+    (tokenizer, tagger, jackknifed tags) is saved there and taken from there when the
+    training is resumed (the parser's epochs are ``train_parser``'s to checkpoint)."""
+    stages = _Stages(checkpoint)
     text_model = None
     if tokenizer:
-        from arboreal.models.tokenizer import Tokenizer
-
-        try:
-            text_model = Tokenizer.train(train, dev, seed=seed, log=log)
-        except ArborealError as exc:
-            warnings.warn(f"no tokenizer: {exc}", stacklevel=2)
+        text_model = stages.tokenizer(lambda: _train_tokenizer(train, dev, seed, log))
     if parser_tags not in PARSER_TAGS:
         raise ArborealError(f"parser tags must be one of {', '.join(PARSER_TAGS)}, "
                             f"got {parser_tags!r}")
@@ -147,7 +146,7 @@ def train_pipeline(train: list, dev: list | None, train_parser: Callable[[list, 
 
     try:
         model = _tagger_and_parser(train, dev, train_parser, tagger, folds, tagger_epochs,
-                                   seed, log, parser_reads_tags, clusters, parser_tags)
+                                   seed, log, parser_reads_tags, clusters, parser_tags, stages)
     except TrainingInterrupted as stop:
         if stop.model is not None:      # the best epoch so far, saved by the command line
             stop.model.tokenizer = text_model
@@ -156,8 +155,20 @@ def train_pipeline(train: list, dev: list | None, train_parser: Callable[[list, 
     return model
 
 
+def _train_tokenizer(train, dev, seed, log):
+    from arboreal.models.tokenizer import Tokenizer
+
+    try:
+        return Tokenizer.train(train, dev, seed=seed, log=log)
+    except ArborealError as exc:
+        warnings.warn(f"no tokenizer: {exc}", stacklevel=3)
+        return None
+
+
 def _tagger_and_parser(train, dev, train_parser, tagger, folds, tagger_epochs, seed, log,
-                       parser_reads_tags=True, clusters=None, parser_tags=DEFAULT_PARSER_TAGS):
+                       parser_reads_tags=True, clusters=None, parser_tags=DEFAULT_PARSER_TAGS,
+                       stages=None):
+    stages = stages or _Stages(None)
     if not tagger:
         return train_parser(train, dev)
     if not has_column(train, "upos"):
@@ -165,8 +176,8 @@ def _tagger_and_parser(train, dev, train_parser, tagger, folds, tagger_epochs, s
             warnings.warn("the training data has no UPOS tags: no tagger is trained, and the "
                           "parser needs tagged input", stacklevel=2)
         return train_parser(train, dev)
-    final = Tagger.train(train, dev, epochs=tagger_epochs, seed=seed, log=log,
-                         clusters=clusters)
+    final = stages.tagger(lambda: Tagger.train(train, dev, epochs=tagger_epochs, seed=seed,
+                                               log=log, clusters=clusters), clusters)
     if not parser_reads_tags:
         tagged_train = train
     elif len(train) < MIN_SENTENCES_PER_FOLD * folds:
@@ -179,10 +190,11 @@ def _tagger_and_parser(train, dev, train_parser, tagger, folds, tagger_epochs, s
         # decode as they do (greedy or Viterbi, chosen on dev)
         epochs = {name: max(st.epochs, 1) for name, st in final.stages.items()}
         decoding = {name: st.decoding for name, st in final.stages.items()}
-        tagged_train = jackknife(train, folds,
-                                 lambda part: Tagger.train(part, epochs=epochs, seed=seed,
-                                                           decoding=decoding,
-                                                           clusters=clusters), log)
+        tagged_train = stages.jackknife(
+            train, lambda: jackknife(train, folds,
+                                     lambda part: Tagger.train(part, epochs=epochs, seed=seed,
+                                                               decoding=decoding,
+                                                               clusters=clusters), log))
         if parser_tags == "both":
             tagged_train = tagged_train + list(train)
         final.meta["parser_tags"] = parser_tags
@@ -191,6 +203,81 @@ def _tagger_and_parser(train, dev, train_parser, tagger, folds, tagger_epochs, s
     model.tagger = final
     final.meta["jackknife_folds"] = folds
     return model
+
+
+class _Stages:
+    """The pipeline's stages through a checkpoint folder: each one trained, then saved
+    (with a checkpoint), or read back when a resumed training finished it before."""
+
+    def __init__(self, checkpoint):
+        self.checkpoint = checkpoint
+
+    def _done(self, name: str) -> bool:
+        return self.checkpoint is not None and self.checkpoint.has(name)
+
+    def tokenizer(self, train: Callable):
+        from arboreal.models.tokenizer import Tokenizer
+
+        if self._done("tokenizer"):
+            path, meta, arrays = self.checkpoint.load_stage("tokenizer")
+            if "none" in meta:
+                warnings.warn(f"no tokenizer: {meta['none']}", stacklevel=3)
+                return None
+            return Tokenizer.from_file_contents(MetaFields(path, meta), arrays)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model = train()
+        for w in caught:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        if self.checkpoint is not None:
+            meta, arrays = {}, {}
+            if model is None:
+                why = [str(w.message) for w in caught if str(w.message).startswith("no tok")]
+                meta["none"] = why[-1].removeprefix("no tokenizer: ") if why else "none"
+            else:
+                model.put(meta, arrays)
+            self.checkpoint.save_stage("tokenizer", meta, arrays)
+        return model
+
+    def tagger(self, train: Callable, clusters) -> Tagger:
+        if self._done("tagger"):
+            path, meta, arrays = self.checkpoint.load_stage("tagger")
+            return Tagger.from_file_contents(MetaFields(path, meta), arrays)
+        final = train()
+        if self.checkpoint is not None:
+            meta, arrays = {}, {}
+            final.put(meta, arrays)
+            self.checkpoint.save_stage("tagger", meta, arrays)
+        return final
+
+    def jackknife(self, train: list, tag: Callable) -> list:
+        """The jackknifed copies of ``train``: their tag columns are what the stage
+        keeps (the rest is ``train``'s)."""
+        import numpy as np
+
+        from arboreal.models.serialization import get_string_list, put_strings
+
+        if self._done("jackknife"):
+            path, meta, arrays = self.checkpoint.load_stage("jackknife")
+            out = list(train)
+            for column in meta["columns"]:
+                values = get_string_list(arrays, f"jk_{column}")
+                k = 0
+                for i, s in enumerate(out):
+                    n = len(s)
+                    col = np.array(getattr(s, column), dtype=object)
+                    col[1:] = values[k: k + n]
+                    out[i] = replace(out[i], **{column: col})
+                    k += n
+            return out
+        tagged = tag()
+        if self.checkpoint is not None:
+            arrays: dict = {}
+            for column in TAG_COLUMNS:
+                put_strings(arrays, f"jk_{column}",
+                            [v for s in tagged for v in getattr(s, column)[1:].tolist()])
+            self.checkpoint.save_stage("jackknife", {"columns": list(TAG_COLUMNS)}, arrays)
+        return tagged
 
 
 #: the metadata sections of the pipeline's parts (not the parser's own)

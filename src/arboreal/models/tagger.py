@@ -37,7 +37,6 @@ from arboreal.errors import ArborealError
 from arboreal.features.tokens import (A_AMBIG, FEATURES_VERSION, MAX_CANDIDATES,
                                       MIN_AMBIGUITY_COUNT, UNKNOWN, WordAttributes, greedy_tag,
                                       normalize, stable_hash, viterbi_tag)
-from arboreal.learn.tagging import train_stage
 from arboreal.models.serialization import (MetaFields, array_shape, get_string_list,
                                            get_strings, get_weights, put_strings, put_weights)
 
@@ -563,28 +562,26 @@ def _train_one(stage: Stage, train: _Packed, ctx: np.ndarray, cond_col: int, gol
                dgold: np.ndarray | None, log: Callable[[str], None] | None) -> Stage:
     """Train ``stage`` (its ``decoding``) for ``epochs``; with ``held`` keep the epoch best
     on dev (``dctx`` the earlier stages' predictions there, ``dgold`` the gold ids)."""
-    on_epoch = None
-    if held is not None:
-        best_acc = [-1.0]
+    from arboreal.learn.tagging import StageLearner
+    from arboreal.learn.trainer import Trainer
 
-        def score_on_dev(epoch, w, errors):
+    learner = StageLearner(train.attrs, train.starts, ctx, cond_col, stage.cand, stage.cand_n,
+                           gold, stage.bits, DECODINGS[stage.decoding])
+    evaluate = None
+    if held is not None:
+        def evaluate(w: np.ndarray, epoch: int) -> dict:
             stage.weights = w
             pred = _run_stage(stage, held, dctx)
             acc = 100.0 * float((pred == dgold).mean()) if len(dgold) else 0.0
             if log is not None:
                 log(f"tagger {stage.name} ({stage.decoding}) epoch {epoch}: dev accuracy "
                     f"{acc:.2f}")
-            if acc > best_acc[0]:
-                best_acc[0] = acc
-                stage.epochs, stage.dev_accuracy = epoch, round(acc, 2)
-                return True
-            return False
-        on_epoch = score_on_dev
-    stage.weights = train_stage(train.attrs, train.starts, ctx, cond_col, stage.cand,
-                                stage.cand_n, gold, stage.bits, epochs, seed=seed,
-                                on_epoch=on_epoch, order=DECODINGS[stage.decoding])
-    if held is None:
-        stage.epochs = epochs
+            return {"score": acc}
+    result = Trainer(epochs, seed).run(learner, evaluate)
+    stage.weights = result.snapshot
+    stage.epochs = result.epoch if held is not None else epochs
+    if held is not None:
+        stage.dev_accuracy = round(result.record.dev["score"], 2)
     return stage
 
 

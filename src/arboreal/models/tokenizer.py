@@ -32,7 +32,6 @@ from arboreal.errors import ArborealError
 from arboreal.features.characters import ATTRIBUTES_VERSION, CharacterAttributes, one_token_spans
 from arboreal.features.tokens import FEATURES_VERSION, MAX_CANDIDATES, N_ATTRS, greedy_tag
 from arboreal.io.sentence import Sentence
-from arboreal.learn.tagging import train_stage
 from arboreal.models.serialization import (MetaFields, get_string_list, get_weights, put_strings,
                                            put_weights)
 
@@ -240,31 +239,31 @@ class Tokenizer:
         cand = np.array([[NONE, TOKEN_END, SENTENCE_END]], dtype=np.int32)
         cand_n = np.array([3], dtype=np.int32)
         ctx = np.zeros((len(gold), 0), dtype=np.int32)
-        on_epoch = None
-        best = {"f1": -1.0, "epoch": epochs}
+        from arboreal.learn.tagging import StageLearner
+        from arboreal.learn.trainer import Trainer
+
+        evaluate = None
         if dev:
             dev_pars, _ = training_paragraphs(dev)
             if dev_pars:
                 dattrs, dstarts, dgold = model._pack([t for t, _ in dev_pars],
                                                      [lab for _, lab in dev_pars])
 
-                def score_on_dev(epoch, w, errors):
+                def evaluate(w: np.ndarray, epoch: int) -> dict:
                     model.weights = w
                     pred = model._labels(dattrs, dstarts, [t for t, _ in dev_pars])
                     f1 = _boundary_f1(dgold, pred)
                     if log is not None:
                         log(f"tokenizer epoch {epoch}: dev boundary F1 {f1:.2f}")
-                    if f1 > best["f1"]:
-                        best.update(f1=f1, epoch=epoch)
-                        return True
-                    return False
-                on_epoch = score_on_dev
-        model.weights = train_stage(attrs, starts, ctx, -1, cand, cand_n, gold, bits, epochs,
-                                    seed=seed, on_epoch=on_epoch)
-        model.meta = {"epochs": best["epoch"], "bits": bits, "seed": seed,
-                      "paragraphs": len(paragraphs), "skipped_sentences": skipped,
+                    return {"score": f1}
+        result = Trainer(epochs, seed).run(
+            StageLearner(attrs, starts, ctx, -1, cand, cand_n, gold, bits), evaluate)
+        model.weights = result.snapshot
+        f1 = result.record.dev["score"] if evaluate is not None else None
+        model.meta = {"epochs": result.epoch if evaluate is not None else epochs, "bits": bits,
+                      "seed": seed, "paragraphs": len(paragraphs), "skipped_sentences": skipped,
                       "one_token_spans": spans, "one_token_spans_whole": whole,
-                      "dev_boundary_f1": round(best["f1"], 2) if best["f1"] >= 0 else None}
+                      "dev_boundary_f1": round(f1, 2) if f1 is not None else None}
         return model
 
     def _pack_jackknifed(self, paragraphs: list[tuple[str, np.ndarray]]):

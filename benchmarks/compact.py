@@ -130,7 +130,7 @@ def sweep(model: Path, treebank: str, work: Path) -> list[dict]:
     from arboreal.io.conllu import read_conllu, write_conllu
     from arboreal.models import open_model
     from arboreal.models.compact import compact_arrays
-    from arboreal.models.serialization import save_model_file
+    from arboreal.io.model_file import save_model_file
 
     dev = split_path(treebank, "dev")
     text = raw_text(dev)

@@ -93,7 +93,7 @@ def train_one(lang: str, spec: str, runs: Path, code: Path, order: int = 1) -> d
     gold_h, _ = heads_and_labels(files["test"])
     pred_h, _ = heads_and_labels(out)
     meta = json.loads(subprocess.run(
-        [sys.executable, "-c", "import json,sys; from arboreal.models.serialization import "
+        [sys.executable, "-c", "import json,sys; from arboreal.io.model_file import "
          "load_model_file; m,_=load_model_file(sys.argv[1]); "
          "print(json.dumps({k: m.get(k) for k in ('best_epoch', 'selection')}))",
          str(model)], capture_output=True, text=True, env=env, check=True).stdout)

@@ -47,7 +47,7 @@ def _language(treebank: str) -> str:
 def _no_tagger_speed(model_path: Path, blank: Path, repeats: int = 3) -> float:
     """The tagger's own speed, for models with a separate tagger (NaN for a neural model,
     whose tags come with its parse)."""
-    from arboreal.models.serialization import load_model_file
+    from arboreal.io.model_file import load_model_file
 
     meta, _ = load_model_file(model_path)
     if "tagger" not in meta:

@@ -100,7 +100,7 @@ def train_config(config: str, runs: Path, code: Path, seed: int = 0) -> dict:
     pred_h, pred_l = heads_and_labels(out)
     right = pred_h == gold_h
     meta = json.loads(subprocess.run(
-        [sys.executable, "-c", "import json,sys; from arboreal.models.serialization import "
+        [sys.executable, "-c", "import json,sys; from arboreal.io.model_file import "
          "load_model_file; m,_=load_model_file(sys.argv[1]); "
          "print(json.dumps({'best_epoch': m.get('best_epoch'), 'history': m.get('history'), "
          "'pruning': (m.get('training') or {}).get('higher_order')}))",
@@ -202,7 +202,7 @@ def report(runs: Path, configs: list[str], before: Path | None = None) -> str:
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
     for r in rows:
         if "pruning" not in r and (runs / f"{r['config']}.npz").exists():
-            from arboreal.models.serialization import load_model_file
+            from arboreal.io.model_file import load_model_file
 
             meta, _ = load_model_file(runs / f"{r['config']}.npz")
             r["pruning"] = (meta.get("training") or {}).get("higher_order")

@@ -124,7 +124,7 @@ def pruning_choice(model: Path) -> dict | None:
     """The higher-order pruner's choice stored in a model file (None at order 1 or when
     nothing was chosen), with the choice for parsing under ``parse`` when one was made
     apart (``parse_prune_recall``)."""
-    from arboreal.models.serialization import load_model_file
+    from arboreal.io.model_file import load_model_file
 
     meta, _ = load_model_file(model)
     pruning = (meta.get("training") or {}).get("higher_order") or {}

@@ -107,7 +107,7 @@ class TagBilinearScorer:
 
     # ------------------------------------------------------------------ model files
     def put(self, meta: dict, arrays: dict) -> None:
-        from arboreal.models.serialization import put_strings
+        from arboreal.io.model_file import put_strings
 
         meta["tag_bilinear"] = {"dim": int(self.E.shape[1])}
         put_strings(arrays, "tb_tags", self.tags[2:])
@@ -116,7 +116,7 @@ class TagBilinearScorer:
 
     @classmethod
     def from_file(cls, fields, arrays) -> "TagBilinearScorer":
-        from arboreal.models.serialization import get_string_list
+        from arboreal.io.model_file import get_string_list
 
         dim = fields.section("tag_bilinear").int("dim", 1, 1024)
         scorer = cls(get_string_list(arrays, "tb_tags"), get_string_list(arrays, "tb_labels"),

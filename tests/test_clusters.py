@@ -441,7 +441,7 @@ def test_clusters_lookup_and_prefix():
 
 
 def test_to_arrays_round_trip_through_a_model_file(tmp_path):
-    from arboreal.models.serialization import load_model_file, save_model_file
+    from arboreal.io.model_file import load_model_file, save_model_file
 
     c = Clusters(["the", "naïve", "ünï", "0.0"], ["00", "01", "1", "1"], [9, 4, 2, 1])
     arrays = c.to_arrays("clusters")
@@ -453,7 +453,7 @@ def test_to_arrays_round_trip_through_a_model_file(tmp_path):
     assert back.words == c.words and back.bits == c.bits
     assert back.counts.tolist() == [9, 4, 2, 1]
     bad = dict(arrays)
-    from arboreal.models.serialization import put_strings
+    from arboreal.io.model_file import put_strings
 
     put_strings(bad, "clusters_bits", ["00", "0x", "1", "1"])
     with pytest.raises(ValueError, match="bit string"):

@@ -10,7 +10,7 @@ from arboreal.cli import main
 from arboreal.errors import ModelError
 from arboreal.models.compact import (DEFAULT_BITS, DEFAULT_THRESHOLDS, compact_arrays,
                                      compact_vector, parse_thresholds)
-from arboreal.models.serialization import (get_weights, load_model_file, put_half_weights,
+from arboreal.io.model_file import (get_weights, load_model_file, put_half_weights,
                                            put_weights, save_model_file)
 
 

@@ -229,7 +229,7 @@ def treebank(files):
 
 @pytest.mark.parametrize("learner", ["perceptron", "mira"])
 def test_one_shard_is_single_machine_training(cluster, treebank, learner):
-    from arboreal.learn.mixing import parameter_mixing
+    from arboreal.distributed import parameter_mixing
 
     train, dev = treebank
     options = dict(learner=learner, epochs=3, hash_bits=16, seed=3)
@@ -253,13 +253,14 @@ def test_cli_one_worker_one_shard_is_single_machine_training(cluster, files, tmp
 
 
 def test_two_shards_deterministic_wherever_they_run(cluster, treebank):
-    from arboreal.learn.mixing import parameter_mixing
+    from arboreal.distributed import parameter_mixing
+    from arboreal.learn.mixing import parameter_mixing as mixing_here
 
     train = treebank[0][:150]
     options = dict(learner="perceptron", epochs=2, hash_bits=16, seed=5, label_epochs=1)
     a = Parser.train(train, mixing=parameter_mixing(cluster, 2, "error"), **options)
     b = Parser.train(train, mixing=parameter_mixing(cluster, 2, "error"), **options)
-    here = Parser.train(train, mixing=parameter_mixing(None, 2, "error"), **options)
+    here = Parser.train(train, mixing=mixing_here(None, 2, "error"), **options)
     assert np.array_equal(a.weights, b.weights) and np.array_equal(a.weights, here.weights)
     single = Parser.train(train, **options)
     assert not np.array_equal(a.weights, single.weights)

@@ -200,7 +200,7 @@ def test_grand_scope_both_decoders_train_save_and_load(sample, trained, tmp_path
 def test_files_of_the_retired_model_types_ask_for_retraining(tmp_path, kind):
     """Before the one parser class, orders had their own model types and formats: such
     files get a clear 'retrain' error, never a traceback or a wrong parse."""
-    from arboreal.models.serialization import save_model_file
+    from arboreal.io.model_file import save_model_file
     other = tmp_path / "x.npz"
     save_model_file(other, {"model_type": kind}, {})
     with pytest.raises(ModelError, match="retrain"):
@@ -434,7 +434,7 @@ def test_part_templates_read_what_they_name(tmp_path):
 def test_part_templates_are_saved_with_the_model(sample, tmp_path):
     """Custom part templates go into the model file and come back; a file whose
     templates read an anchor the part does not have is refused with a clear error."""
-    from arboreal.models.serialization import load_model_file, save_model_file
+    from arboreal.io.model_file import load_model_file, save_model_file
 
     train, test = sample
     templates = {"sib": ["h.pos s.pos m.pos", "s.word m.word"],

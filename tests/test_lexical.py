@@ -182,7 +182,7 @@ def test_model_with_lexicon_round_trips(tmp_path, sents, lexicon):
     # a model file whose lexical templates were tampered with is refused cleanly
     from arboreal.errors import ArborealError
 
-    from arboreal.models.serialization import load_model_file, save_model_file
+    from arboreal.io.model_file import load_model_file, save_model_file
 
     meta, arrays = load_model_file(path)
     meta["features"]["lexical_templates"] = ["pmi nonsense"]

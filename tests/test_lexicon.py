@@ -16,7 +16,7 @@ from arboreal.features import clusters as cl
 from arboreal.features import lexicon as lx
 from arboreal.features.clusters import normalize_word
 from arboreal.features.lexicon import Lexicon, build_lexicon, count_cooccurrences
-from arboreal.models.serialization import load_model_file, put_strings, save_model_file
+from arboreal.io.model_file import load_model_file, put_strings, save_model_file
 
 
 # ---------------------------------------------------------------------------------------

@@ -178,7 +178,8 @@ def _function(tree: ast.AST, name: str) -> ast.AST:
 def test_one_model_load_path():
     """Model files are read in one place, ``arboreal.models.open_model`` (which
     ``arboreal.load`` calls); every other entry point delegates to ``arboreal.load``
-    (or ``open_model`` for metadata) and reads no file itself."""
+    (or ``open_model`` for metadata) and reads no file itself. (Training checkpoints,
+    which are not models, share the file format and have their own reader.)"""
     readers = []
     trees = {}
     for path in sorted(SRC.rglob("*.py")):
@@ -186,6 +187,7 @@ def test_one_model_load_path():
         trees[path.relative_to(SRC).as_posix()] = tree
         for call in _calls(tree, "load_model_file"):
             readers.append((path.relative_to(SRC).as_posix(), call.lineno))
+    readers = [r for r in readers if r[0] != "models/checkpoint.py"]
     assert len(readers) == 1 and readers[0][0] == "models/__init__.py", readers
     open_model = _function(trees["models/__init__.py"], "open_model")
     assert _calls(open_model, "load_model_file")

@@ -23,7 +23,7 @@ SAMPLE = Path(__file__).resolve().parent.parent / "data" / "sample"
 MODES = list(itertools.product([True, False], [True, False]))   # (projective, single_root)
 #: a network small enough for the test suite
 TINY = dict(lstm_dim=64, lstm_layers=1, arc_dim=64, label_dim=32, char_dim=32,
-            char_embedding_dim=16, word_dim=50, tag_hidden=32, batch_words=250, epochs=5)
+            char_embedding_dim=16, word_dim=50, tag_hidden=32, batch_words=250, epochs=8)
 
 
 def _batch(rng, projective, single_root, sizes=(3, 5, 4)):

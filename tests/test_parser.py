@@ -88,7 +88,7 @@ def test_bad_model_files(tmp_path, model):
 
 
 def test_unknown_model_type_and_registry(tmp_path, model):
-    from arboreal.models.serialization import load_model_file, save_model_file
+    from arboreal.io.model_file import load_model_file, save_model_file
 
     meta, arrays = load_model_file(_saved(tmp_path, model))
     meta["model_type"] = "martian"

@@ -4,7 +4,7 @@ import zipfile
 import numpy as np
 import pytest
 
-from arboreal.models.serialization import (get_strings, get_vocabs, get_weights,
+from arboreal.io.model_file import (get_strings, get_vocabs, get_weights,
                                            load_model_file, put_strings, put_vocabs,
                                            put_weights, save_model_file)
 
@@ -84,7 +84,7 @@ def test_strings_and_vocabularies_round_trip():
 
 def test_arrays_are_read_lazily_after_their_headers_are_checked(tmp_path):
     from arboreal.errors import ModelError
-    from arboreal.models.serialization import ModelArrays
+    from arboreal.io.model_file import ModelArrays
 
     arrays = {}
     put_weights(arrays, "w", np.arange(100, dtype=np.float32))

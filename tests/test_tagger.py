@@ -502,7 +502,7 @@ def test_train_stage_rejects_an_unknown_order():
 
 # ---------------------------------------------------------------- the decoding choice
 def _save_and_load(tagger, path):
-    from arboreal.models.serialization import MetaFields, load_model_file, save_model_file
+    from arboreal.io.model_file import MetaFields, load_model_file, save_model_file
 
     meta, arrays = {}, {}
     tagger.put(meta, arrays)
@@ -527,7 +527,7 @@ def test_model_file_keeps_each_decoding(sample, tmp_path, decoding):
 
 def test_model_file_decoding_is_validated(sample, tmp_path):
     from arboreal.errors import ModelError
-    from arboreal.models.serialization import MetaFields, load_model_file, save_model_file
+    from arboreal.io.model_file import MetaFields, load_model_file, save_model_file
 
     t = Tagger.train(sample[0][:60], epochs=1, bits=12, decoding="viterbi")
     meta, arrays = {}, {}

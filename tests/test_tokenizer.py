@@ -181,7 +181,7 @@ def test_urls_emails_and_emoticons_stay_one_token(tmp_path, sample):
 def test_tokenizer_of_older_features_is_refused(model, tmp_path, capsys):
     """A model whose tokenizer was trained on other character features is refused with
     a one-line error naming the field, not used to mis-tokenize."""
-    from arboreal.models.serialization import load_model_file, save_model_file
+    from arboreal.io.model_file import load_model_file, save_model_file
 
     meta, arrays = load_model_file(model)
     del meta["tokenizer"]["attributes_version"]

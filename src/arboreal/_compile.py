@@ -95,7 +95,7 @@ def _warm_file_kernels() -> None:
     on the smallest inputs they take."""
     import numpy as np
 
-    from arboreal.models._bitmap import merge_half_planes, scatter_bitmap
+    from arboreal.io._bitmap import merge_half_planes, scatter_bitmap
 
     scatter_bitmap(np.zeros(1, dtype=np.uint8), np.zeros(0, dtype=np.float32),
                    np.zeros(8, dtype=np.float32))

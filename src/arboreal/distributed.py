@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import operator
 import os
 import tempfile
 import threading
@@ -59,6 +60,8 @@ from collections import deque
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Callable, Iterator
+
+import numpy as np
 
 from arboreal.errors import ArborealError, FormatError
 
@@ -472,3 +475,158 @@ def stream_jobs(inputs: list[str], outputs: list[str], options) -> list:
     own options (error messages)."""
     return [(src, out, replace(options, name="<stdin>" if src == "-" else src))
             for src, out in zip(inputs, outputs)]
+
+
+# ---------------------------------------------------------------- parameter mixing
+def parameter_mixing(client, shards: int = 1, mode: str = "uniform"):
+    """The ``mixing`` argument of :meth:`arboreal.models.Parser.train` for a Dask
+    cluster: the online learner trained by iterative parameter mixing with its shards as
+    tasks of ``client``'s cluster (:class:`DaskMixingRunner`); see
+    :mod:`arboreal.learn.mixing`."""
+    from arboreal.learn.mixing import parameter_mixing as mixing_of
+
+    return mixing_of(client, shards, mode, DaskMixingRunner)
+
+
+#: times an epoch of parameter mixing that lost data with a dead worker is run again
+MIXING_EPOCH_RETRIES = 2
+
+
+def _aligned_zeros(n: int):
+    from arboreal.features.hashing import aligned_zeros
+
+    return aligned_zeros(n)
+
+
+def _advance(bar, k: int) -> None:
+    from arboreal.learn.mixing import _advance as advance
+
+    advance(bar, k)
+
+
+def _averaged(m, U, c, average):
+    from arboreal.learn.mixing import _averaged as averaged
+
+    return averaged(m, U, c, average)
+
+
+class DaskMixingRunner:
+    """The shards as Dask tasks: data scattered once, weights per epoch.
+
+    A worker that dies takes its share of the scattered data with it (data scattered
+    from the client cannot be recomputed, and Dask keeps one copy of it). The client
+    keeps the weights and averaging sum at the start of each epoch (fetched at the end
+    of the previous one, from which it also computes the averaged weights), so an
+    epoch that lost data is run again (:data:`MIXING_EPOCH_RETRIES` times at most) after the
+    data and those weights are scattered anew: the result is bit for bit that of an
+    uninterrupted run, since a shard's epoch depends only on its inputs."""
+
+    def __init__(self, mixing, data, parts: list):
+        self.mixing = mixing
+        self.data = data
+        self.parts = parts
+        self.client = client = mixing.client
+        check_client(client)
+        self.errors = dask_errors
+        self.m_host = self.U_host = None
+        with dask_errors("scattering the training data", client):
+            self._send_data()
+
+    def _send_data(self) -> None:
+        client, data = self.client, self.data
+        # the feature engine to every worker once; each shard's sentences once
+        self.features = client.scatter(data.features, broadcast=True, hash=False)
+        # (a list of one item: scatter would send a tuple's items one by one)
+        self.shards = [client.scatter([([data.encoded[j] for j in p],
+                                        [data.heads[j] for j in p])], hash=False)[0]
+                       for p in self.parts]
+        # each shard's epochs run where its sentences are (Dask underrates their size
+        # and would rather move them to the weights)
+        holders = client.who_has(self.shards)
+        self.where = [list(holders[f.key]) or None for f in self.shards]
+
+    def _send_weights(self):
+        m = self.client.scatter(self.m_host, broadcast=True, hash=False)
+        U = self.client.scatter(self.U_host, workers=self.where[0], hash=False)
+        return m, U
+
+    def start(self):
+        dim = self.data.features.dim
+        self.m_host, self.U_host = _aligned_zeros(dim), np.zeros(dim, dtype=np.float32)
+        with self.errors("starting training", self.client):
+            m, U = self._send_weights()
+        return m, U, 1.0
+
+    def epoch(self, orders, m, U, c, epoch):
+        with self.errors(f"training epoch {epoch}", self.client):
+            for attempt in range(MIXING_EPOCH_RETRIES + 1):
+                try:
+                    return self._epoch(orders, m, U, c, epoch)
+                except Exception as exc:
+                    if attempt == MIXING_EPOCH_RETRIES or not lost_data(exc, self.client):
+                        raise
+                # a worker died with data this epoch needs: everything sent again
+                self._send_data()
+                m, U = self._send_weights()
+        raise AssertionError("unreachable")
+
+    def _epoch(self, orders, m, U, c, epoch):
+        from distributed import as_completed
+
+        client, data, learner = self.client, self.data, self.mixing.learner
+        futures = []
+        for i, (shard, order) in enumerate(zip(self.shards, orders)):
+            futures.append(client.submit(
+                _shard_task, learner, self.features, shard, data.projective,
+                data.single_root, order, m, U if i == 0 else None, c, epoch,
+                workers=self.where[i], allow_other_workers=True, pure=False))
+        bar = iter(data.wrap(range(len(data)), epoch))
+        for future in as_completed(futures):
+            _advance(bar, len(orders[futures.index(future)]))
+        _advance(bar, len(data))
+        state = client.submit(_mix_task, futures, m, c, self.mixing.mode, pure=False)
+        m_new = client.submit(operator.itemgetter(0), state, pure=False)
+        U_new = client.submit(operator.itemgetter(1), state, pure=False)
+        updates = client.submit(operator.itemgetter(2), state, pure=False)
+        # the client's copies, from which a failed next epoch starts again
+        m_host, U_host, updates = client.gather([m_new, U_new, updates])
+        del futures, state
+        # the mixed weights to every worker now, while they are idle (fetched by the
+        # next epoch's shards, they would come from a worker busy with its own shard)
+        client.replicate([m_new])
+        self.m_host, self.U_host = m_host, U_host
+        return m_new, U_new, c + len(data), updates
+
+    def averaged(self, m, U, c, average):
+        return _averaged(self.m_host, self.U_host, c, average)
+
+    def host(self, m, U):
+        return self.m_host, self.U_host
+
+    def load(self, m, U, c):
+        self.m_host = _aligned_zeros(m.size)
+        self.m_host[:] = m
+        self.U_host = np.array(U, dtype=np.float32)
+        with self.errors("sending the weights", self.client):
+            m_f, U_f = self._send_weights()
+        return m_f, U_f, c
+
+    def close(self) -> None:
+        for f in (self.features, *self.shards):
+            f.release()
+
+
+
+
+def _shard_task(learner, features, shard, projective, single_root, order, m, u0, c, epoch):
+    from arboreal.learn.mixing import run_shard_epoch
+
+    encoded, heads = shard
+    return run_shard_epoch(learner, features, encoded, heads, projective, single_root,
+                           order, m, u0, c, epoch)
+
+
+def _mix_task(results, m, c, mode):
+    from arboreal.learn.mixing import mix
+
+    return mix(results, m, c, mode)

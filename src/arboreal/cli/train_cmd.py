@@ -248,7 +248,7 @@ def run(args) -> int:
         mixing = None
         if args.scheduler is not None:
             from arboreal.distributed import dask_client, threads
-            from arboreal.learn.mixing import parameter_mixing
+            from arboreal.distributed import parameter_mixing
 
             client = stack.enter_context(dask_client(args.scheduler, args.workers))
             mixing = parameter_mixing(client, args.shards or threads(client),

@@ -536,9 +536,9 @@ class Clusters:
 
     def to_arrays(self, prefix: str = "clusters") -> dict[str, np.ndarray]:
         """Arrays for a model file: ``{prefix}_words`` and ``{prefix}_bits`` (UTF-8
-        buffers of :func:`arboreal.models.serialization.put_strings`) and
+        buffers of :func:`arboreal.io.model_file.put_strings`) and
         ``{prefix}_counts`` (int64)."""
-        from arboreal.models.serialization import put_strings
+        from arboreal.io.model_file import put_strings
 
         arrays: dict[str, np.ndarray] = {}
         put_strings(arrays, f"{prefix}_words", self.words)
@@ -551,7 +551,7 @@ class Clusters:
         """Inverse of :meth:`to_arrays`; ValueError for anything malformed (sizes checked
         before decoding, bit strings of 0/1 of at most MAX_BITS, words normalised, not
         empty, distinct, counts non-negative)."""
-        from arboreal.models.serialization import array_shape, get_string_list
+        from arboreal.io.model_file import array_shape, get_string_list
 
         words = get_string_list(arrays, f"{prefix}_words", MAX_PATHS_WORDS)
         bits = get_string_list(arrays, f"{prefix}_bits", MAX_PATHS_WORDS)

@@ -28,6 +28,8 @@ Token codes: ``codes[a, p + 1]`` is the integer code of attribute ``a`` at posit
 from __future__ import annotations
 
 import numpy as np
+
+from arboreal._arrays import aligned_zeros, as_aligned  # noqa: F401 (the kernels' vectors)
 from numba import njit
 
 from arboreal._prefetch import prefetch, prefetch_write
@@ -39,30 +41,6 @@ KEY_COL = 3 + 3 * MAX_SLOTS
 #: float32): the plain feature at offset 0, its conjunctions with (direction,
 #: distance bucket) at offsets 1..14, so scoring both costs one cache miss
 BLOCK = 16
-
-
-def aligned_zeros(size: int, dtype=np.float32) -> np.ndarray:
-    """A zeroed weight vector whose data starts on a 64-byte boundary.
-
-    Large numpy arrays start 16 bytes into a page, so without this every float32 block
-    of BLOCK weights would straddle two cache lines and scoring would miss twice as
-    often (a measurable share of the scoring time).
-    """
-    itemsize = np.dtype(dtype).itemsize
-    raw = np.zeros(size + 64 // itemsize, dtype=dtype)
-    skip = (-raw.ctypes.data % 64) // itemsize
-    return raw[skip:skip + size]
-
-
-def as_aligned(w: np.ndarray, dtype=np.float32) -> np.ndarray:
-    """``w`` as a contiguous ``dtype`` vector on a 64-byte boundary (copied only if needed)."""
-    w = np.asarray(w)
-    if (w.dtype == dtype and w.ndim == 1 and w.flags.c_contiguous
-            and w.ctypes.data % 64 == 0):
-        return w
-    out = aligned_zeros(w.size, dtype)
-    out[:] = np.ravel(w)
-    return out
 
 
 # anchors

@@ -409,10 +409,10 @@ class Lexicon:
 
     def to_arrays(self, prefix: str = "lexicon") -> dict[str, np.ndarray]:
         """Arrays for a model file: ``{prefix}_words`` (a UTF-8 buffer of
-        :func:`~arboreal.models.serialization.put_strings`), ``_counts``, ``_pair_keys``,
+        :func:`~arboreal.io.model_file.put_strings`), ``_counts``, ``_pair_keys``,
         ``_pair_counts`` (int64), ``_pmi`` (float32), ``_nb_indptr`` (int64),
         ``_nb_indices`` (int32), ``_nb_weights`` (float32)."""
-        from arboreal.models.serialization import put_strings
+        from arboreal.io.model_file import put_strings
 
         arrays: dict[str, np.ndarray] = {}
         put_strings(arrays, f"{prefix}_words", self.words)
@@ -434,7 +434,7 @@ class Lexicon:
         in range, not the row's own, sorted by similarity then id, similarities in
         (0, 1]); with ``settings`` (those of :meth:`metadata`) also the filters and
         limits they state."""
-        from arboreal.models.serialization import array_shape, get_string_list
+        from arboreal.io.model_file import array_shape, get_string_list
 
         def vector(name: str, kinds: str, size: int | None = None) -> int:
             key = f"{prefix}_{name}"
@@ -486,9 +486,9 @@ class Lexicon:
     @classmethod
     def from_file_contents(cls, path: str, meta: dict, arrays: Mapping) -> "Lexicon":
         """A lexicon from a model file's metadata and arrays
-        (:func:`~arboreal.models.serialization.load_model_file`); ModelError naming the
+        (:func:`~arboreal.io.model_file.load_model_file`); ModelError naming the
         file on any problem."""
-        from arboreal.models.serialization import MetaFields
+        from arboreal.io.model_file import MetaFields
 
         if meta.get("model_type") != MODEL_TYPE:
             raise ModelError(f"{path}: model type {meta.get('model_type')!r:.40} is not "
@@ -512,7 +512,7 @@ class Lexicon:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the lexicon as a model file (``.npz``, no pickle), atomically."""
-        from arboreal.models.serialization import save_model_file
+        from arboreal.io.model_file import save_model_file
 
         meta = {"model_type": MODEL_TYPE, "lexicon_version": LEXICON_VERSION,
                 **self.metadata()}

@@ -11,28 +11,6 @@ is reported as :class:`MissingExtraError`, naming the ``pip install`` command.
 """
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
-
-from arboreal.errors import ArborealError
+from arboreal.errors import MissingExtraError, require
 
 __all__ = ["MissingExtraError", "require"]
-
-
-class MissingExtraError(ArborealError, ImportError):
-    """An optional dependency is not installed (an :class:`ArborealError` the command
-    line reports in one line, and an ImportError, so ``pytest.importorskip`` and
-    ``except ImportError`` work too)."""
-
-
-def require(module: str, extra: str) -> ModuleType:
-    """Import and return ``module``; MissingExtraError naming ``pip install
-    'arboreal[extra]'`` when it is not installed."""
-    try:
-        return importlib.import_module(module)
-    except ModuleNotFoundError as exc:
-        if exc.name is not None and exc.name != module and not module.startswith(exc.name + "."):
-            raise  # the package is there but one of its own dependencies is missing
-        raise MissingExtraError(
-            f"this feature needs the optional package {module.split('.')[0]!r}: "
-            f"pip install 'arboreal[{extra}]'", name=module) from None

@@ -2,7 +2,7 @@
 
 Needs the optional package ``conllu`` (``pip install 'arboreal[conllu]'``), imported
 on first use: ``import arboreal.io.adapters`` works without it, and each function then
-raises :class:`~arboreal.integrations.MissingExtraError` (an ArborealError and an
+raises :class:`~arboreal.errors.MissingExtraError` (an ArborealError and an
 ImportError) naming the install command.
 
 A ``TokenList`` holds one token (a ``conllu.models.Token``, a dict) per CoNLL-U line:
@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any, Callable
 import numpy as np
 
 from arboreal.errors import ArborealError
-from arboreal.integrations import require
+from arboreal.errors import require
 from arboreal.io.sentence import Sentence
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -57,7 +57,6 @@ EG learner is refused with an error saying so.
 """
 from __future__ import annotations
 
-import operator
 from typing import Callable
 
 import numpy as np
@@ -70,8 +69,6 @@ from arboreal.learn.trainer import run_epochs
 
 #: mixing weights: uniform (the mean) or error-weighted (McDonald et al. 2010, §4)
 MIXING_MODES = ("uniform", "error")
-#: times an epoch on a Dask cluster is run again after a worker died with its data
-EPOCH_RETRIES = 2
 #: the learners parameter mixing applies to (those built on the online loop)
 ONLINE_LEARNERS = ("perceptron", "mira", "kbest-mira", "factored-mira")
 
@@ -160,11 +157,17 @@ def _averaged(m: np.ndarray, U: np.ndarray, c: float, average: bool) -> np.ndarr
 
 class ParameterMixing:
     """``learner`` (an online learner) trained by iterative parameter mixing over
-    ``shards`` shards, on the Dask cluster of ``client`` (a ``distributed.Client``) or,
-    without one, shard after shard in this process; ``mode``: "uniform" or "error".
-    A learner as far as ``Parser.train`` is concerned (``start``, ``fit``)."""
+    ``shards`` shards, shard after shard in this process, or by ``runner`` (the class
+    that runs the shards elsewhere: :func:`arboreal.distributed.parameter_mixing` gives
+    the Dask one, with its ``client``; this package never touches a cluster);
+    ``mode``: "uniform" or "error". A learner as far as ``Parser.train`` is concerned
+    (``start``, ``fit``)."""
 
-    def __init__(self, learner, client=None, shards: int = 1, mode: str = "uniform"):
+    def __init__(self, learner, client=None, shards: int = 1, mode: str = "uniform",
+                 runner=None):
+        if client is not None and runner is None:
+            raise ArborealError("parameter mixing on a cluster: use "
+                                "arboreal.distributed.parameter_mixing(client, ...)")
         if not is_online(learner):
             raise ArborealError(
                 "iterative parameter mixing (--scheduler) is for the online learners "
@@ -176,6 +179,7 @@ class ParameterMixing:
             raise ArborealError("parameter mixing needs at least 1 shard")
         self.learner = learner
         self.client = client
+        self.runner = runner or _LocalRunner
         self.shards = int(shards)
         self.mode = mode
         self.name = getattr(learner, "name", "online")
@@ -217,8 +221,7 @@ class MixingLearner:
         self.rng, self.shard_rngs = rngs[0], rngs[1:]
         self.size = len(self.parts[0])
         self.average = bool(getattr(mixing.learner, "average", True))
-        self.runner = (_LocalRunner if mixing.client is None else _DaskRunner)(mixing, data,
-                                                                                self.parts)
+        self.runner = mixing.runner(mixing, data, self.parts)
         mixing.history = []
         try:
             self.m, self.U, self.c = self.runner.start()
@@ -306,132 +309,13 @@ class _LocalRunner:
         pass
 
 
-class _DaskRunner:
-    """The shards as Dask tasks: data scattered once, weights per epoch.
-
-    A worker that dies takes its share of the scattered data with it (data scattered
-    from the client cannot be recomputed, and Dask keeps one copy of it). The client
-    keeps the weights and averaging sum at the start of each epoch (fetched at the end
-    of the previous one, from which it also computes the averaged weights), so an
-    epoch that lost data is run again (:data:`EPOCH_RETRIES` times at most) after the
-    data and those weights are scattered anew: the result is bit for bit that of an
-    uninterrupted run, since a shard's epoch depends only on its inputs."""
-
-    def __init__(self, mixing: ParameterMixing, data: TrainingData, parts: list):
-        from arboreal.distributed import check_client, dask_errors
-
-        self.mixing = mixing
-        self.data = data
-        self.parts = parts
-        self.client = client = mixing.client
-        check_client(client)
-        self.errors = dask_errors
-        self.m_host = self.U_host = None
-        with dask_errors("scattering the training data", client):
-            self._send_data()
-
-    def _send_data(self) -> None:
-        client, data = self.client, self.data
-        # the feature engine to every worker once; each shard's sentences once
-        self.features = client.scatter(data.features, broadcast=True, hash=False)
-        # (a list of one item: scatter would send a tuple's items one by one)
-        self.shards = [client.scatter([([data.encoded[j] for j in p],
-                                        [data.heads[j] for j in p])], hash=False)[0]
-                       for p in self.parts]
-        # each shard's epochs run where its sentences are (Dask underrates their size
-        # and would rather move them to the weights)
-        holders = client.who_has(self.shards)
-        self.where = [list(holders[f.key]) or None for f in self.shards]
-
-    def _send_weights(self):
-        m = self.client.scatter(self.m_host, broadcast=True, hash=False)
-        U = self.client.scatter(self.U_host, workers=self.where[0], hash=False)
-        return m, U
-
-    def start(self):
-        dim = self.data.features.dim
-        self.m_host, self.U_host = aligned_zeros(dim), np.zeros(dim, dtype=np.float32)
-        with self.errors("starting training", self.client):
-            m, U = self._send_weights()
-        return m, U, 1.0
-
-    def epoch(self, orders, m, U, c, epoch):
-        from arboreal.distributed import lost_data
-
-        with self.errors(f"training epoch {epoch}", self.client):
-            for attempt in range(EPOCH_RETRIES + 1):
-                try:
-                    return self._epoch(orders, m, U, c, epoch)
-                except Exception as exc:
-                    if attempt == EPOCH_RETRIES or not lost_data(exc, self.client):
-                        raise
-                # a worker died with data this epoch needs: everything sent again
-                self._send_data()
-                m, U = self._send_weights()
-        raise AssertionError("unreachable")
-
-    def _epoch(self, orders, m, U, c, epoch):
-        from distributed import as_completed
-
-        client, data, learner = self.client, self.data, self.mixing.learner
-        futures = []
-        for i, (shard, order) in enumerate(zip(self.shards, orders)):
-            futures.append(client.submit(
-                _shard_task, learner, self.features, shard, data.projective,
-                data.single_root, order, m, U if i == 0 else None, c, epoch,
-                workers=self.where[i], allow_other_workers=True, pure=False))
-        bar = iter(data.wrap(range(len(data)), epoch))
-        for future in as_completed(futures):
-            _advance(bar, len(orders[futures.index(future)]))
-        _advance(bar, len(data))
-        state = client.submit(_mix_task, futures, m, c, self.mixing.mode, pure=False)
-        m_new = client.submit(operator.itemgetter(0), state, pure=False)
-        U_new = client.submit(operator.itemgetter(1), state, pure=False)
-        updates = client.submit(operator.itemgetter(2), state, pure=False)
-        # the client's copies, from which a failed next epoch starts again
-        m_host, U_host, updates = client.gather([m_new, U_new, updates])
-        del futures, state
-        # the mixed weights to every worker now, while they are idle (fetched by the
-        # next epoch's shards, they would come from a worker busy with its own shard)
-        client.replicate([m_new])
-        self.m_host, self.U_host = m_host, U_host
-        return m_new, U_new, c + len(data), updates
-
-    def averaged(self, m, U, c, average):
-        return _averaged(self.m_host, self.U_host, c, average)
-
-    def host(self, m, U):
-        return self.m_host, self.U_host
-
-    def load(self, m, U, c):
-        self.m_host = aligned_zeros(m.size)
-        self.m_host[:] = m
-        self.U_host = np.array(U, dtype=np.float32)
-        with self.errors("sending the weights", self.client):
-            m_f, U_f = self._send_weights()
-        return m_f, U_f, c
-
-    def close(self) -> None:
-        for f in (self.features, *self.shards):
-            f.release()
-
-
-def _shard_task(learner, features, shard, projective, single_root, order, m, u0, c, epoch):
-    encoded, heads = shard
-    return run_shard_epoch(learner, features, encoded, heads, projective, single_root,
-                           order, m, u0, c, epoch)
-
-
-def _mix_task(results, m, c, mode):
-    return mix(results, m, c, mode)
-
-
-def parameter_mixing(client=None, shards: int = 1, mode: str = "uniform"
+def parameter_mixing(client=None, shards: int = 1, mode: str = "uniform", runner=None
                      ) -> Callable[[object], ParameterMixing]:
     """The ``mixing`` argument of :meth:`arboreal.models.Parser.train`: wraps the
     parser's learner in :class:`ParameterMixing` (an error for a learner that is not
-    online)."""
+    online); the shards run in this process (on a Dask cluster:
+    :func:`arboreal.distributed.parameter_mixing`)."""
     def wrap(learner) -> ParameterMixing:
-        return ParameterMixing(learner, client, shards, mode)
+        return ParameterMixing(learner, client, shards, mode, runner)
 
     return wrap

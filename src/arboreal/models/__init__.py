@@ -18,7 +18,7 @@ from typing import Iterable, Iterator
 
 from arboreal.errors import ModelError
 from arboreal.io.conllu import batched
-from arboreal.models.serialization import load_model_file
+from arboreal.io.model_file import load_model_file
 
 __all__ = ["Parser", "load", "load_model", "open_model", "register_model_type", "MODEL_TYPES",
            "attachment_scores", "parse_iter"]
@@ -43,7 +43,7 @@ def open_model(name, model_type: str | None = None) -> tuple[str, dict, object]:
     """``(path, meta, arrays)`` of the model ``name`` (a path, or the name of an installed
     or cached model): the metadata read and the model type checked (a registered model
     type, or ``model_type`` when given), the arrays read lazily
-    (:class:`~arboreal.models.serialization.ModelArrays`, nothing inflated yet; the
+    (:class:`~arboreal.io.model_file.ModelArrays`, nothing inflated yet; the
     file stays open for them until ``arrays.close()``).
     ModelError naming the file (or listing the known names) on any problem."""
     from arboreal.models.names import resolve_model

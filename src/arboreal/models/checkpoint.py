@@ -173,14 +173,14 @@ class TrainingCheckpoint:
         return (self.folder / f"{stage}.npz").is_file()
 
     def save_stage(self, stage: str, meta: dict, arrays: dict) -> None:
-        from arboreal.models.serialization import save_model_file
+        from arboreal.io.model_file import save_model_file
 
         save_model_file(self.folder / f"{stage}.npz", {"model_type": "stage", "stage": stage,
                                                       **meta}, arrays)
 
     def load_stage(self, stage: str):
         """(path, metadata, arrays) of a finished stage."""
-        from arboreal.models.serialization import load_model_file
+        from arboreal.io.model_file import load_model_file
 
         path = self.folder / f"{stage}.npz"
         meta, arrays = load_model_file(path)

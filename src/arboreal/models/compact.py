@@ -1,7 +1,7 @@
 """Smaller model files for distribution (``arboreal shrink``, ``arboreal package``).
 
 A trained model's weight vectors (the parser's arc and label weights, the tagger's and
-the tokenizer's; :func:`~arboreal.models.serialization.put_weights`) are hashed and
+the tokenizer's; :func:`~arboreal.io.model_file.put_weights`) are hashed and
 mostly tiny: an averaged perceptron or MIRA leaves a small weight on every rare feature
 it ever saw. :func:`compact_arrays` rewrites each of them at the file level:
 
@@ -11,7 +11,7 @@ it ever saw. :func:`compact_arrays` rewrites each of them at the file level:
    over the vector's non-zero weights, with the threshold of the vector's role
    (:data:`DEFAULT_THRESHOLDS`);
 3. the rest are stored as float16 scaled by a power of two, where that is safe
-   (:func:`~arboreal.models.serialization.put_half_weights`: every value a normal
+   (:func:`~arboreal.io.model_file.put_half_weights`: every value a normal
    float16), rounded to :data:`DEFAULT_BITS` significant bits, else as float32.
 
 Everything else in the file (vocabularies, labels, templates, metadata) is copied as
@@ -35,7 +35,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from arboreal.models.serialization import put_half_weights
+from arboreal.io.model_file import put_half_weights
 
 #: weight-vector prefix -> threshold (in units of the vector's mean |w|); "*": every
 #: other vector. "w": the parser's arc (and part) weights; "l": its label classifier.
@@ -109,8 +109,8 @@ def compact_arrays(meta: dict, arrays: Mapping,
                    float16: bool = True, significant_bits: int = DEFAULT_BITS
                    ) -> tuple[dict, dict]:
     """``(meta, arrays)`` of the compact model (module docstring), to be written by
-    :func:`~arboreal.models.serialization.save_model_file`; ``arrays`` may be a
-    :class:`~arboreal.models.serialization.ModelArrays`. ``thresholds``: prefix ->
+    :func:`~arboreal.io.model_file.save_model_file`; ``arrays`` may be a
+    :class:`~arboreal.io.model_file.ModelArrays`. ``thresholds``: prefix ->
     threshold (default :data:`DEFAULT_THRESHOLDS`)."""
     table = DEFAULT_THRESHOLDS if thresholds is None else thresholds
     prefixes = weight_prefixes(arrays)

@@ -50,7 +50,7 @@ def distribution_model(model: str, out: str | os.PathLike, name: str | None = No
     from arboreal.models import open_model
     from arboreal.models.cards import card_of, complete_card
     from arboreal.models.compact import DEFAULT_BITS, compact_arrays
-    from arboreal.models.serialization import save_model_file
+    from arboreal.io.model_file import save_model_file
 
     path, meta, arrays = open_model(model)
     name = check_name(name or default_name(model, meta))

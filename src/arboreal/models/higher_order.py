@@ -488,10 +488,10 @@ class HigherOrder:
     @classmethod
     def from_file(cls, fields, arrays, features: FeatureSet, single_root: bool) -> "HigherOrder":
         """The component of a model file: section ``higher_order`` (``fields`` a
-        :class:`~arboreal.models.serialization.MetaFields`) and array ``p``, checked
+        :class:`~arboreal.io.model_file.MetaFields`) and array ``p``, checked
         (ModelError for bad metadata, ValueError for an array that disagrees)."""
         from arboreal.features.higher_order import compile_part_templates
-        from arboreal.models.serialization import get_weights
+        from arboreal.io.model_file import get_weights
 
         cfg = fields.section("higher_order")
         try:

@@ -132,9 +132,9 @@ class Labeler:
     @classmethod
     def from_file_contents(cls, fields, arrays) -> "Labeler":
         """The labeler of a model file: metadata section ``labeler`` (``fields`` a
-        :class:`~arboreal.models.serialization.MetaFields`), arrays ``labels`` and
+        :class:`~arboreal.io.model_file.MetaFields`), arrays ``labels`` and
         ``l_*``. ModelError (bad metadata) or ValueError (arrays disagreeing with it)."""
-        from arboreal.models.serialization import get_strings, get_weights
+        from arboreal.io.model_file import get_strings, get_weights
 
         section = fields.section("labeler")
         bits = section.int("bits", MIN_BITS, MAX_BITS)

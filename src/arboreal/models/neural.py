@@ -27,9 +27,9 @@ TRAINING_DEFAULTS = {
     "patience": 8,
     "objective": "crf",
     "learning_rate": 2e-3,
-    "decay": 0.75,
+    "decay": 0.1,
     "clip": 5.0,
-    "batch_words": 1500,
+    "batch_words": 800,
     "min_word_count": 2,
     "max_pretrained": 100_000,
 }
@@ -151,7 +151,7 @@ def train_neural(parser_class, train: list, dev: list | None, decoder: str = "cl
     corpus = scorer.encode(gold, with_gold=True)
     learner = GradientLearner(scorer, corpus, structure, opts["objective"],
                               opts["learning_rate"], opts["decay"], opts["clip"],
-                              opts["batch_words"], progress)
+                              opts["batch_words"], progress, opts["epochs"])
     parser = parser_class(scorer, decoder, single_root)
     dev_encoded = scorer.encode(dev) if dev else None
     evaluate = (lambda snapshot, epoch: dev_scores(parser, dev, dev_encoded)) if dev else None

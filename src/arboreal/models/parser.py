@@ -24,7 +24,7 @@ from arboreal.models.higher_order import HigherOrder
 from arboreal.models.pieces import parse_in_pieces
 from arboreal.models.pipeline import (PIPELINE_SECTIONS, PipelineMixin, attach_pipeline,
                                        complete_tags, put_pipeline)
-from arboreal.models.serialization import (MetaFields, put_weights,
+from arboreal.io.model_file import (MetaFields, put_weights,
                                            save_model_file)
 from arboreal.scorers import SCORERS, scorer_class
 from arboreal.scorers.hashed import SECTIONS as HASHED_SECTIONS

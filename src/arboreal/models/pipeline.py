@@ -25,7 +25,7 @@ from dataclasses import replace
 from typing import Callable, Sequence
 
 from arboreal.errors import ArborealError
-from arboreal.models.serialization import MetaFields
+from arboreal.io.model_file import MetaFields
 from arboreal.models.tagger import COLUMNS, DEFAULT_EPOCHS, Tagger
 
 JACKKNIFE_FOLDS = 5
@@ -255,7 +255,7 @@ class _Stages:
         keeps (the rest is ``train``'s)."""
         import numpy as np
 
-        from arboreal.models.serialization import get_string_list, put_strings
+        from arboreal.io.model_file import get_string_list, put_strings
 
         if self._done("jackknife"):
             path, meta, arrays = self.checkpoint.load_stage("jackknife")

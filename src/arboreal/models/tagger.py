@@ -37,7 +37,7 @@ from arboreal.errors import ArborealError
 from arboreal.features.tokens import (A_AMBIG, FEATURES_VERSION, MAX_CANDIDATES,
                                       MIN_AMBIGUITY_COUNT, UNKNOWN, WordAttributes, greedy_tag,
                                       normalize, stable_hash, viterbi_tag)
-from arboreal.models.serialization import (MetaFields, array_shape, get_string_list,
+from arboreal.io.model_file import (MetaFields, array_shape, get_string_list,
                                            get_strings, get_weights, put_strings, put_weights)
 
 #: stage name -> Sentence attribute, in the order the stages run

@@ -32,7 +32,7 @@ from arboreal.errors import ArborealError
 from arboreal.features.characters import ATTRIBUTES_VERSION, CharacterAttributes, one_token_spans
 from arboreal.features.tokens import FEATURES_VERSION, MAX_CANDIDATES, N_ATTRS, greedy_tag
 from arboreal.io.sentence import Sentence
-from arboreal.models.serialization import (MetaFields, get_string_list, get_weights, put_strings,
+from arboreal.io.model_file import (MetaFields, get_string_list, get_weights, put_strings,
                                            put_weights)
 
 NONE, TOKEN_END, SENTENCE_END = 0, 1, 2

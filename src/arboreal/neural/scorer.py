@@ -319,7 +319,7 @@ class NeuralScorer:
         """Add the scorer to a model file being written: metadata section ``neural``
         (sizes, tag columns) and arrays ``nn_*`` (parameters, float32), ``nv_*``
         (vocabularies), ``np_*`` (pretrained vectors, float16)."""
-        from arboreal.models.serialization import put_strings
+        from arboreal.io.model_file import put_strings
 
         state = self.network.state_dict()
         names = []
@@ -340,7 +340,7 @@ class NeuralScorer:
         """The scorer of a model file (every shape checked against the metadata;
         ModelError / ValueError for a bad file). ArborealError without torch."""
         torch = require_torch()
-        from arboreal.models.serialization import array_shape, get_string_list
+        from arboreal.io.model_file import array_shape, get_string_list
         from arboreal.neural.network import NetworkConfig
 
         section = fields.section("neural")

@@ -19,7 +19,7 @@ from arboreal.features.first_order import (ATTR_INDEX, N_RESERVED, TEMPLATE_SETS
 from arboreal.features.hashing import as_aligned
 from arboreal.features.labels import constrain_root_arcs
 from arboreal.models.labeler import MAX_TABLE_ENTRIES, Labeler, check_templates
-from arboreal.models.serialization import (MAX_WEIGHT_BITS, MetaFields, array_shape,
+from arboreal.io.model_file import (MAX_WEIGHT_BITS, MetaFields, array_shape,
                                            get_strings, get_weights, put_strings,
                                            put_vocabs, put_weights)
 

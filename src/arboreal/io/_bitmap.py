@@ -1,6 +1,6 @@
 """The kernels that read weight vectors from model files (numba): the bitmap scatter
 of sparse vectors and the merge of a compact file's float16 byte planes, apart from
-:mod:`arboreal.models.serialization` so that reading a model file's metadata does not
+:mod:`arboreal.io.model_file` so that reading a model file's metadata does not
 import numba."""
 from __future__ import annotations
 

@@ -494,8 +494,8 @@ def get_weights(arrays: Mapping, prefix: str, size: int) -> np.ndarray:
     (checked on the headers before anything is read from a :class:`ModelArrays`) or
     holds non-finite or implausibly large values.
     """
-    from arboreal.features.hashing import aligned_zeros
-    from arboreal.models._bitmap import scatter_bitmap
+    from arboreal._arrays import aligned_zeros
+    from arboreal.io._bitmap import scatter_bitmap
 
     if f"{prefix}_mask" in arrays:
         mask_shape = array_shape(arrays, f"{prefix}_mask")
@@ -600,7 +600,7 @@ def _half_values(arrays: Mapping, prefix: str, size: int) -> np.ndarray:
     if array_shape(arrays, f"{prefix}_f16_lo") != ((n * kept + 7) // 8,):
         raise ValueError(f"{prefix}_f16_lo does not hold {kept} bits for each of the "
                          f"{n} values")
-    from arboreal.models._bitmap import merge_half_planes
+    from arboreal.io._bitmap import merge_half_planes
 
     high = np.ascontiguousarray(arrays[f"{prefix}_f16_hi"], dtype=np.uint8)
     low = np.ascontiguousarray(arrays[f"{prefix}_f16_lo"], dtype=np.uint8)

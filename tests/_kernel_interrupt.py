@@ -23,16 +23,20 @@ def kernel_running() -> bool:
     return any(t.name == WORKER for t in threading.enumerate())
 
 
-def interrupt_once_a_kernel_runs() -> threading.Thread:
-    """A started thread that raises SIGINT in this process as soon as a kernel's worker
-    thread runs (join it after the call)."""
+def interrupt_once_a_kernel_runs(done: threading.Event) -> threading.Thread:
+    """A started thread that sends SIGINT to the main thread as soon as a kernel's worker
+    thread runs, or gives up once ``done`` is set (join it after the call). The signal
+    goes to the main thread itself (``pthread_kill``), never to whichever thread a
+    process-wide signal would reach."""
+    main = threading.main_thread().ident
+
     def watch() -> None:
         deadline = time.monotonic() + DEADLINE
         while not kernel_running():
-            if time.monotonic() > deadline:
+            if done.is_set() or time.monotonic() > deadline:
                 return                    # the caller's assertion then fails
             time.sleep(0.001)
-        signal.raise_signal(signal.SIGINT)
+        signal.pthread_kill(main, signal.SIGINT)
 
     watcher = threading.Thread(target=watch, name="interrupter", daemon=True)
     watcher.start()
@@ -43,7 +47,8 @@ def interrupted_while_running(call) -> bool:
     """Run ``call()`` with a SIGINT raised once its kernel runs; True when the
     KeyboardInterrupt came back while the kernel was still running. AssertionError when
     the call returned instead."""
-    watcher = interrupt_once_a_kernel_runs()
+    done = threading.Event()
+    watcher = interrupt_once_a_kernel_runs(done)
     try:
         call()
     except KeyboardInterrupt:
@@ -51,5 +56,6 @@ def interrupted_while_running(call) -> bool:
     else:
         raise AssertionError("the call returned: it was not interrupted")
     finally:
+        done.set()
         watcher.join(DEADLINE)
     return running

@@ -9,10 +9,12 @@ import pytest
 @pytest.fixture
 def ctrl_c():
     """SIGINT raises KeyboardInterrupt during the test, as in an interactive Python,
-    even when the test process was started with SIGINT ignored (a command run in the
+    even when the test process was started with SIGINT ignored or blocked (a command run in the
     background of a non-interactive shell inherits that)."""
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    blocked = signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     yield
+    signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
     signal.signal(signal.SIGINT, previous)
 
 

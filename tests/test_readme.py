@@ -12,6 +12,7 @@ any other block added to the README runs.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -104,7 +105,22 @@ def test_readme_examples_run_as_written(workdir):
     for made in ("sample.model", "sample.parsed.conllu"):
         assert (folder / made).stat().st_size > 0
 
-    # then every other block, in order, verbatim
+    # then every other block, in order, verbatim; what a user's machine would have is
+    # stood in for inside the test's folder: a model index (the quick start's model under
+    # the name en_ewt), the model cache, and a pip target for the model package (no
+    # network, nothing installed into the suite's environment)
+    model = folder / "sample.model"
+    (folder / "index.json").write_text(json.dumps({
+        "format": "arboreal-model-index", "format_version": 1,
+        "models": [{"name": "en_ewt", "version": "1.0", "url": "sample.model",
+                    "sha256": hashlib.sha256(model.read_bytes()).hexdigest(),
+                    "size": model.stat().st_size, "license": "CC BY-SA 4.0"}]}),
+        encoding="utf-8")
+    site = folder.parent / f"{folder.name}-site"
+    env = {**env, "ARBOREAL_INDEX": str(folder / "index.json"),
+           "ARBOREAL_HOME": str(folder.parent / f"{folder.name}-home"),
+           "PIP_TARGET": str(site), "PIP_NO_INDEX": "1", "PIP_NO_DEPS": "1",
+           "PYTHONPATH": f"{site}{os.pathsep}{env['PYTHONPATH']}"}
     rest = [b for b in blocks[1:] if b not in skipped]
     script = folder.parent / f"{folder.name}-blocks.json"
     script.write_text(json.dumps(rest), encoding="utf-8")
@@ -117,7 +133,9 @@ def test_readme_examples_run_as_written(workdir):
     # what the blocks say they write
     train = REPO / "data" / "sample" / "en_ewt-sample-train.conllu"
     assert (folder / "copy.conllu").read_bytes() == train.read_bytes()
-    for name in ("parsed.conllu", "trees.html", "marginals.html", "parser.model",
+    assert (folder.parent / f"{folder.name}-home" / "models" / "en_ewt").is_dir()
+    assert any(site.glob("arboreal_model_sample*"))
+    for name in ("by-name.conllu", "parsed.conllu", "trees.html", "marginals.html", "parser.model",
                  "test.parsed.conllu"):
         assert (folder / name).stat().st_size > 0, name
     assert len(json.loads((folder / "sample.json").read_text(encoding="utf-8"))) > 100

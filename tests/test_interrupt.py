@@ -35,3 +35,21 @@ def test_ctrl_c_interrupts_a_long_marginals_call_at_once(ctrl_c):
     marginals(np.random.default_rng(0).standard_normal((8, 8)))      # compiled first
     scores = np.random.default_rng(0).standard_normal((1601, 1601))
     assert interrupted_while_running(lambda: marginals(scores))
+
+
+def test_stop_signals_are_deferred_not_lost(ctrl_c):
+    """A Ctrl-C that arrives while a process pool forks (Python drops exceptions raised
+    in fork handlers) is held back and raised once the block ends."""
+    import signal
+    import threading
+
+    from arboreal._interrupt import stop_signals_deferred
+
+    reached = []
+    with pytest.raises(KeyboardInterrupt):
+        with stop_signals_deferred():
+            signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)
+            reached.extend(range(1000))       # bytecode runs: the signal is held back
+            reached.append("end of block")
+    assert reached[-1] == "end of block"
+    assert signal.SIGINT not in signal.pthread_sigmask(signal.SIG_BLOCK, set())

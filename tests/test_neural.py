@@ -226,7 +226,10 @@ def test_ctrl_c_during_neural_training_saves_the_best_epoch(tmp_path):
                              str(SAMPLE / "en_ewt-sample-train.conllu"), "--dev",
                              str(SAMPLE / "en_ewt-sample-test.conllu"), "-o", str(out),
                              "--scorer", "neural", "--no-tokenizer", *opts],
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            # as from a terminal: a suite started in the background of a
+                            # non-interactive shell has SIGINT ignored, which children inherit
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     lines = []
     try:
         for line in proc.stderr:            # no race: the signal follows the epoch line

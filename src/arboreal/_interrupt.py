@@ -13,8 +13,10 @@ call ends. Small calls, and calls from other threads, run directly.
 """
 from __future__ import annotations
 
+import contextlib
+import signal
 import threading
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 #: work (about n^3 for a sentence of n words) from which a call gets a worker thread
 MIN_WORK = 200 ** 3
@@ -44,3 +46,32 @@ def interruptible(kernel: Callable[..., Any], *args: Any, work: float) -> Any:
     if not ok:
         raise value
     return value
+
+
+#: the signals that unwind a command (Ctrl-C, termination)
+STOP_SIGNALS = frozenset({signal.SIGINT, signal.SIGTERM})
+
+
+@contextlib.contextmanager
+def stop_signals_deferred() -> Iterator[None]:
+    """Ctrl-C and SIGTERM held back (blocked) in the main thread while the block runs,
+    then delivered as usual. For forking a process pool: Python runs fork handlers
+    (``os.register_at_fork``, e.g. logging's) whose exceptions are printed and
+    dropped, so a KeyboardInterrupt or Terminated raised inside one would be lost and
+    the command would carry on. A child forked here starts with the two signals
+    blocked and unblocks them itself (:func:`allow_stop_signals`). Elsewhere than the
+    main thread it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def allow_stop_signals() -> None:
+    """Unblock Ctrl-C and SIGTERM (in a child forked under
+    :func:`stop_signals_deferred`, once its handlers are set)."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)

@@ -22,7 +22,8 @@ one that had nothing left to do (``learner.exhausted`` true after ``run_epoch``:
 epoch happened, e.g. L-BFGS that met its tolerance) ends it without that epoch.
 Without dev data the run's result is the last epoch's snapshot (or the learner's
 ``final_snapshot()`` when it has one: a batch learner that returns its best iterate).
-``KeyboardInterrupt`` during an epoch ends the run as :class:`TrainingInterrupted`,
+``KeyboardInterrupt`` during an epoch (or its dev evaluation, log line or checkpoint
+save) ends the run as :class:`TrainingInterrupted`,
 which carries the result so far (the best finished epoch), so that a command can save
 it before it exits.
 
@@ -230,46 +231,48 @@ class Trainer:
             if stopped or resume["epoch"] >= self.epochs:
                 return self._result(learner, keep, history, last_snapshot, evaluated, stopped)
         start = time.perf_counter() - elapsed
-        for epoch in range(first, self.epochs + 1):
-            t0, c0 = time.perf_counter(), time.process_time()
-            order = rng.permutation(learner.size)
-            try:
+        try:
+            for epoch in range(first, self.epochs + 1):
+                t0, c0 = time.perf_counter(), time.process_time()
+                order = rng.permutation(learner.size)
                 stats = learner.run_epoch(order, epoch) or {}
-            except KeyboardInterrupt:
-                result = self._result(learner, keep, history, last_snapshot, evaluated,
-                                      "interrupt")
-                raise TrainingInterrupted(result) from None
-            if getattr(learner, "exhausted", False):
-                stopped = "converged"
-                break
-            snapshot = last_snapshot = learner.snapshot()
-            seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
-            t1 = time.perf_counter()
-            dev = evaluate(snapshot, epoch) if evaluate is not None else None
-            record = EpochRecord(epoch, seconds, cpu_seconds, dict(stats), dev,
-                                 setting=dict(setting), dev_seconds=time.perf_counter() - t1)
-            if dev is not None:
-                evaluated = True
-                record.best = keep.offer(record, snapshot)
-                if dev["score"] > run_best:
-                    run_best, last_gain = dev["score"], epoch
-            history.append(record)
-            if self.log is not None:
-                self.log(record)
-            if epoch < self.epochs:
-                if getattr(learner, "converged", False):
+                if getattr(learner, "exhausted", False):
                     stopped = "converged"
-                elif self.patience is not None and dev is not None \
-                        and epoch - last_gain >= self.patience:
-                    stopped = "patience"
-                elif self.max_seconds is not None \
-                        and time.perf_counter() - start > self.max_seconds:
-                    stopped = "time"
-            if save is not None:
-                save(self._state(learner, rng, keep, history, epoch, run_best, last_gain,
-                                 time.perf_counter() - start, stopped))
-            if stopped:
-                break
+                    break
+                snapshot = last_snapshot = learner.snapshot()
+                seconds, cpu_seconds = time.perf_counter() - t0, time.process_time() - c0
+                t1 = time.perf_counter()
+                dev = evaluate(snapshot, epoch) if evaluate is not None else None
+                record = EpochRecord(epoch, seconds, cpu_seconds, dict(stats), dev,
+                                     setting=dict(setting), dev_seconds=time.perf_counter() - t1)
+                if dev is not None:
+                    evaluated = True
+                    record.best = keep.offer(record, snapshot)
+                    if dev["score"] > run_best:
+                        run_best, last_gain = dev["score"], epoch
+                history.append(record)
+                if self.log is not None:
+                    self.log(record)
+                if epoch < self.epochs:
+                    if getattr(learner, "converged", False):
+                        stopped = "converged"
+                    elif self.patience is not None and dev is not None \
+                            and epoch - last_gain >= self.patience:
+                        stopped = "patience"
+                    elif self.max_seconds is not None \
+                            and time.perf_counter() - start > self.max_seconds:
+                        stopped = "time"
+                if save is not None:
+                    save(self._state(learner, rng, keep, history, epoch, run_best, last_gain,
+                                     time.perf_counter() - start, stopped))
+                if stopped:
+                    break
+        except KeyboardInterrupt:
+            # wherever it came (the epoch, the dev evaluation, the log, a checkpoint save):
+            # the epochs finished so far, and the best of them, are the result
+            result = self._result(learner, keep, history, last_snapshot, evaluated,
+                                  "interrupt")
+            raise TrainingInterrupted(result) from None
         return self._result(learner, keep, history, last_snapshot, evaluated, stopped)
 
     @staticmethod

@@ -12,11 +12,13 @@ process.
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
+from arboreal._interrupt import allow_stop_signals, stop_signals_deferred
 from arboreal.errors import ArborealError, FormatError
 
 #: bytes per block: small enough to keep two workers busy on a small file, large
@@ -137,6 +139,7 @@ def _worker_init(model, options: StreamOptions) -> None:
     # simply stops, without the parent's handlers or tracebacks of its own
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    allow_stop_signals()          # forked with them blocked (see the pool's creation)
     _WORKER["model"], _WORKER["options"] = model, options
 
 
@@ -200,7 +203,10 @@ def process_stream(model, source, output, options: StreamOptions, jobs: int = 1,
             import multiprocessing
 
             context = multiprocessing.get_context("fork")
-            with context.Pool(jobs, _worker_init, (model, options)) as pool:
+            with contextlib.ExitStack() as stack:
+                with stop_signals_deferred():     # a signal during the forks is not lost
+                    pool = stack.enter_context(context.Pool(jobs, _worker_init,
+                                                            (model, options)))
                 yield from _ordered(_bounded_map(pool, tasks, 2 * jobs), report, options,
                                     progress)
         if report.sentences == 0:   # raised before the output is committed

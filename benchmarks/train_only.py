@@ -16,15 +16,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+from resume import run  # noqa: E402
 from udpipe_baseline import UD, split_path  # noqa: E402
 
 #: complete treebanks with a dev split, of several families and sizes
@@ -36,13 +34,7 @@ TOLERANCE = 0.2
 
 def arboreal(*argv: str) -> float:
     """Wall seconds of ``arboreal ARGV`` (SystemExit with its stderr when it fails)."""
-    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    t = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "arboreal", *argv], env=env,
-                          capture_output=True, text=True)
-    if done.returncode:
-        raise SystemExit(f"arboreal {' '.join(argv)} failed:\n{done.stderr[-3000:]}")
-    return time.perf_counter() - t
+    return run(list(argv))[1]
 
 
 def run_treebank(treebank: str, work: Path) -> dict:

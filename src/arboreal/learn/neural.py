@@ -13,10 +13,9 @@ batch, per word (each term a mean over the words that have a gold value):
 
 Optimizer: Adam (beta2 0.9, as Dozat & Manning 2017), the gradient norm clipped, the
 learning rate constant for the first half of the planned epochs, then falling
-exponentially, step by step, to ``decay`` times its start by the last one (on a CPU
-budget of tens of epochs, a rate that ends low gains more in the last epochs than Dozat &
-Manning's slow decay of 0.75 every 5,000 steps; falling from the start, it starved short
-runs).
+exponentially, step by step, to ``decay`` times its start by the last one (a schedule
+for a CPU budget of tens of epochs, in place of Dozat & Manning's 0.75 every 5,000 steps;
+no benchmark compares the two yet).
 """
 from __future__ import annotations
 
@@ -28,10 +27,8 @@ from arboreal.learn.tree_loss import tree_loss
 from arboreal.neural.scorer import EncodedCorpus, NeuralScorer, token_batches
 from arboreal.neural.vocab import PAD
 
-#: default words per training batch (padded), chosen for a CPU budget of tens of epochs:
-#: about twice the updates per epoch of 1,500 words (and far more than the 5,000 of GPU
-#: recipes) for a few percent more time per word; on EWT dev it gained LAS faster per
-#: epoch than 1,500 (runs compared by hand, not kept)
+#: default words per training batch (padded), for a CPU budget of tens of epochs: about
+#: twice the updates per epoch of 1,500 words (no benchmark compares the two yet)
 TRAIN_TOKEN_BUDGET = 800
 
 

@@ -4,7 +4,9 @@ of arboreal, compared array by array (issue 38, "The same models" and "Speed").
 Each training and parsing command runs in a subprocess of its own whose PYTHONPATH is
 the checkout's ``src``, so the two checkouts never share a process; base and head
 alternate (base, head, base, head... with ``--repeats``), so that both see the same
-load of the machine. Per run it reports:
+load of the machine; with ``--parallel`` they run at the same time instead, each on one
+core (``NUMBA_NUM_THREADS=1``, ``OMP_NUM_THREADS=1``), which halves the wall time on a
+2-core machine while both still share one load. Per run it reports:
 
 * whether every array of the two model files is bitwise equal (``np.array_equal`` and
   the same dtype): weights, labeler, pruner, tagger, tokenizer;
@@ -19,8 +21,8 @@ and their keep-best, patience and decoder choice, L-BFGS, AdaGrad and the C grid
 and with the Laplacian), orders 2 and 3 with MIRA, the perceptron, log-linear and EG,
 parameter mixing without a cluster, the tokenizer and tagger pipeline; small slices of
 the treebank for the slow learners) and ``ewt`` (a treebank with gold UPOS, ``--dev``,
-the default epochs, ``--no-tagger --no-tokenizer``: first-order perceptron and MIRA,
-order 2 and 3 MIRA, log-linear, EG and local-margin). Only ``ewt`` writes its section
+``--no-tagger --no-tokenizer``: first-order perceptron and MIRA, order 2 and 3 MIRA with
+their default epochs; log-linear, EG and local-margin at one C for 5 epochs). Only ``ewt`` writes its section
 of docs/benchmarks.md (``--no-write``: print only).
 
 Usage::
@@ -46,6 +48,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -120,9 +123,14 @@ EWT_RUNS = {
     "mira": ("cli", ["--learner", "mira", *EWT_COMMON], None, None),
     "order2-mira": ("cli", ["--order", "2", "--learner", "mira", *EWT_COMMON], None, None),
     "order3-mira": ("cli", ["--order", "3", "--learner", "mira", *EWT_COMMON], None, None),
-    "loglinear": ("cli", ["--learner", "loglinear", *EWT_COMMON], None, None),
-    "eg": ("cli", ["--learner", "eg", *EWT_COMMON], None, None),
-    "local-margin": ("cli", ["--learner", "local-margin", *EWT_COMMON], None, None),
+    # the batch learners at one C (the middle of their grids) and 5 epochs: their C grid
+    # (3 x 25 epochs on EWT) is the same code path that the sample suite's grid runs check
+    "loglinear": ("cli", ["--learner", "loglinear", "--learner-option", "C=1", "--epochs",
+                          "5", *EWT_COMMON], None, None),
+    "eg": ("cli", ["--learner", "eg", "--learner-option", "C=0.03", "--epochs", "5",
+                   *EWT_COMMON], None, None),
+    "local-margin": ("cli", ["--learner", "local-margin", "--learner-option", "C=0.1",
+                             "--epochs", "5", *EWT_COMMON], None, None),
 }
 SUITES = {"sample": SAMPLE_RUNS, "ewt": EWT_RUNS}
 #: a tiny training of every kernel family per checkout, so that numba's compilation
@@ -181,8 +189,13 @@ def uas(gold: Path, pred: Path) -> float:
 
 
 # ---------------------------------------------------------------------- running
+#: extra environment of every subprocess (``--parallel`` sets one thread each)
+EXTRA_ENV: dict = {}
+
+
 def _env(checkout: Path) -> dict:
     env = dict(os.environ)
+    env.update(EXTRA_ENV)
     env["PYTHONPATH"] = str(checkout / "src")
     return env
 
@@ -366,10 +379,24 @@ def cmd_main(args) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         dirs = {"base": tmp / "base", "head": tmp / "head"}
+        work = {"base": tmp / "work-base", "head": tmp / "work-head"}
+        for folder in work.values():
+            folder.mkdir()
+        if args.parallel:
+            EXTRA_ENV.update(NUMBA_NUM_THREADS="1", OMP_NUM_THREADS="1")
+        pool = ThreadPoolExecutor(2) if args.parallel else None
+
+        def each(order, job):
+            """``job(which, checkout)`` for both checkouts, one after the other or at once."""
+            if pool is None:
+                return [(which, job(which, checkout)) for which, checkout in order]
+            futures = [(which, pool.submit(job, which, checkout)) for which, checkout in order]
+            return [(which, f.result()) for which, f in futures]
+
         if not args.no_warmup:
-            for which, checkout in (("base", base), ("head", head)):
-                print(f"warming up {which} (numba compilation)", file=sys.stderr, flush=True)
-                warm_up(checkout, files, tmp)
+            print("warming up (numba compilation)", file=sys.stderr, flush=True)
+            each((("base", base), ("head", head)),
+                 lambda which, checkout: warm_up(checkout, files, work[which]))
         for name, spec in runs.items():
             res: dict = {}
             for rep in range(args.repeats):
@@ -377,9 +404,10 @@ def cmd_main(args) -> int:
                 # a machine the other has just warmed
                 order = (("base", base), ("head", head)) if rep % 2 == 0 else \
                     (("head", head), ("base", base))
-                for which, checkout in order:
-                    print(f"{name}: {which} (repeat {rep + 1})", file=sys.stderr, flush=True)
-                    one = _collect_one(name, spec, files, checkout, dirs[which], tmp)
+                print(f"{name}: repeat {rep + 1}", file=sys.stderr, flush=True)
+                done = each(order, lambda which, checkout: _collect_one(
+                    name, spec, files, checkout, dirs[which], work[which]))
+                for which, one in done:
                     if which in res:
                         res[which]["train_seconds"] += one["train_seconds"]
                         res[which]["parse_seconds"] += one["parse_seconds"]
@@ -394,9 +422,11 @@ def cmd_main(args) -> int:
         sys.path.insert(0, str(HERE.parent))
         from _report import command_line, write_section
 
+        mode = ("at the same time, one thread each" if args.parallel
+                else "alternating")
         note = (f"Base: {base}, head: {head}. Each run trains with `arboreal train` and "
                 f"parses the test file with `arboreal parse`, in subprocesses of their own "
-                f"(base and head alternating, {args.repeats} repeat(s), medians); "
+                f"(base and head {mode}, {args.repeats} repeat(s), medians); "
                 "'same model': arrays bitwise equal, or test UAS within 0.05 and the parses "
                 "of data/sample's test file identical.\n\n")
         write_section("seam_identity", "The same models after the scorer/trainer seam "
@@ -431,6 +461,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--runs", default=None, help="comma-separated run names (default: all)")
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--no-warmup", action="store_true")
+    ap.add_argument("--parallel", action="store_true",
+                    help="run base and head at the same time, one thread each")
     ap.add_argument("--no-write", action="store_true")
     return cmd_main(ap.parse_args(argv))
 

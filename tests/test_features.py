@@ -190,7 +190,7 @@ def test_word_pair_templates_share_one_block_per_family(corpus):
 
 
 def test_weight_vectors_are_cache_line_aligned():
-    from arboreal.features.hashing import aligned_zeros, as_aligned
+    from arboreal._arrays import aligned_zeros, as_aligned
 
     for dtype in (np.float32, np.float64):
         w = aligned_zeros(1000, dtype)

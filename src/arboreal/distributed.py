@@ -63,6 +63,7 @@ from typing import Callable, Iterator
 
 import numpy as np
 
+from arboreal._arrays import aligned_zeros
 from arboreal.errors import ArborealError, FormatError
 
 #: what to tell a user without Dask
@@ -492,24 +493,6 @@ def parameter_mixing(client, shards: int = 1, mode: str = "uniform"):
 MIXING_EPOCH_RETRIES = 2
 
 
-def _aligned_zeros(n: int):
-    from arboreal.features.hashing import aligned_zeros
-
-    return aligned_zeros(n)
-
-
-def _advance(bar, k: int) -> None:
-    from arboreal.learn.mixing import _advance as advance
-
-    advance(bar, k)
-
-
-def _averaged(m, U, c, average):
-    from arboreal.learn.mixing import _averaged as averaged
-
-    return averaged(m, U, c, average)
-
-
 class DaskMixingRunner:
     """The shards as Dask tasks: data scattered once, weights per epoch.
 
@@ -552,7 +535,7 @@ class DaskMixingRunner:
 
     def start(self):
         dim = self.data.features.dim
-        self.m_host, self.U_host = _aligned_zeros(dim), np.zeros(dim, dtype=np.float32)
+        self.m_host, self.U_host = aligned_zeros(dim), np.zeros(dim, dtype=np.float32)
         with self.errors("starting training", self.client):
             m, U = self._send_weights()
         return m, U, 1.0
@@ -573,6 +556,8 @@ class DaskMixingRunner:
     def _epoch(self, orders, m, U, c, epoch):
         from distributed import as_completed
 
+        from arboreal.learn.mixing import advance_bar
+
         client, data, learner = self.client, self.data, self.mixing.learner
         futures = []
         for i, (shard, order) in enumerate(zip(self.shards, orders)):
@@ -582,8 +567,8 @@ class DaskMixingRunner:
                 workers=self.where[i], allow_other_workers=True, pure=False))
         bar = iter(data.wrap(range(len(data)), epoch))
         for future in as_completed(futures):
-            _advance(bar, len(orders[futures.index(future)]))
-        _advance(bar, len(data))
+            advance_bar(bar, len(orders[futures.index(future)]))
+        advance_bar(bar, len(data))
         state = client.submit(_mix_task, futures, m, c, self.mixing.mode, pure=False)
         m_new = client.submit(operator.itemgetter(0), state, pure=False)
         U_new = client.submit(operator.itemgetter(1), state, pure=False)
@@ -598,13 +583,15 @@ class DaskMixingRunner:
         return m_new, U_new, c + len(data), updates
 
     def averaged(self, m, U, c, average):
-        return _averaged(self.m_host, self.U_host, c, average)
+        from arboreal.learn.mixing import averaged_weights
+
+        return averaged_weights(self.m_host, self.U_host, c, average)
 
     def host(self, m, U):
         return self.m_host, self.U_host
 
     def load(self, m, U, c):
-        self.m_host = _aligned_zeros(m.size)
+        self.m_host = aligned_zeros(m.size)
         self.m_host[:] = m
         self.U_host = np.array(U, dtype=np.float32)
         with self.errors("sending the weights", self.client):
@@ -614,8 +601,6 @@ class DaskMixingRunner:
     def close(self) -> None:
         for f in (self.features, *self.shards):
             f.release()
-
-
 
 
 def _shard_task(learner, features, shard, projective, single_root, order, m, u0, c, epoch):

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from arboreal._arrays import aligned_zeros, as_aligned  # noqa: F401 (the kernels' vectors)
 from numba import njit
 
 from arboreal._prefetch import prefetch, prefetch_write

@@ -58,7 +58,7 @@ from typing import Callable
 import numpy as np
 from numba import njit
 
-from arboreal.features.hashing import aligned_zeros
+from arboreal._arrays import aligned_zeros
 from arboreal.inference.partition import sentence_marginals_kernel
 from arboreal.learn import (BatchLearner, TrainingData, accumulate_marginals, part_marginals,
                             part_scores, require_marginals)

@@ -47,7 +47,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from arboreal.features.hashing import aligned_zeros, as_aligned
+from arboreal._arrays import aligned_zeros, as_aligned
 from arboreal.inference.structure import length_buckets
 from arboreal.learn import BatchLearner, TrainingData, part_expectation, require_marginals
 from arboreal.learn.trainer import run_epochs

@@ -61,8 +61,8 @@ from typing import Callable
 
 import numpy as np
 
+from arboreal._arrays import aligned_zeros
 from arboreal.errors import ArborealError
-from arboreal.features.hashing import aligned_zeros
 from arboreal.learn import TrainingData, EpochCallback
 from arboreal.learn.perceptron import final_weights, online_epoch
 from arboreal.learn.trainer import run_epochs
@@ -151,7 +151,9 @@ def mix(results: list, m: np.ndarray, c: float, mode: str
     return m_new, acc.astype(np.float32), updates
 
 
-def _averaged(m: np.ndarray, U: np.ndarray, c: float, average: bool) -> np.ndarray:
+def averaged_weights(m: np.ndarray, U: np.ndarray, c: float, average: bool) -> np.ndarray:
+    """The weights a mixed run hands out after step ``c``: :func:`final_weights` of the
+    mixed weights ``m`` (as float32) and the averaging sum ``U``; O(dim)."""
     return final_weights(np.asarray(m, dtype=np.float32), U, c, average)
 
 
@@ -261,7 +263,8 @@ class MixingLearner:
         self.mixing.history = [list(h) for h in state["history"]]
 
 
-def _advance(bar, k: int) -> None:
+def advance_bar(bar, k: int) -> None:
+    """``k`` steps of the progress iterator ``bar`` (shards report a whole shard at once)."""
     for _ in range(k):
         next(bar, None)
 
@@ -287,13 +290,13 @@ class _LocalRunner:
                                            heads, self.data.projective,
                                            self.data.single_root, order, m,
                                            U if i == 0 else None, c, epoch))
-            _advance(bar, len(order))
-        _advance(bar, len(self.data))
+            advance_bar(bar, len(order))
+        advance_bar(bar, len(self.data))
         m, U, updates = mix(results, m, c, self.mixing.mode)
         return m, U, c + len(self.data), updates
 
     def averaged(self, m, U, c, average):
-        return _averaged(m, U, c, average)
+        return averaged_weights(m, U, c, average)
 
     def host(self, m, U):
         """The mixed weights and averaging sum as arrays here."""

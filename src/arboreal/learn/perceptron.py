@@ -16,7 +16,7 @@ from typing import Callable
 
 import numpy as np
 
-from arboreal.features.hashing import aligned_zeros
+from arboreal._arrays import aligned_zeros
 from arboreal.learn import EpochCallback, TrainingData
 from arboreal.learn.trainer import run_epochs
 

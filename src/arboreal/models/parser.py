@@ -15,9 +15,9 @@ from typing import Callable
 
 import numpy as np
 
+from arboreal._arrays import as_aligned
 from arboreal.errors import ArborealError, ModelError
 from arboreal.features.first_order import templates_read_tags
-from arboreal.features.hashing import as_aligned
 from arboreal.inference.structure import TreeStructure
 from arboreal.models.analysis import analyze, arc_marginals, score_matrices
 from arboreal.models.higher_order import HigherOrder

@@ -14,9 +14,9 @@ from typing import Sequence
 
 import numpy as np
 
+from arboreal._arrays import as_aligned
 from arboreal.features.first_order import (ATTR_INDEX, N_RESERVED, TEMPLATE_SETS,
                                           FeatureSet)
-from arboreal.features.hashing import as_aligned
 from arboreal.features.labels import constrain_root_arcs
 from arboreal.models.labeler import MAX_TABLE_ENTRIES, Labeler, check_templates
 from arboreal.io.model_file import (MAX_WEIGHT_BITS, MetaFields, array_shape,

@@ -22,8 +22,8 @@ and with the Laplacian), orders 2 and 3 with MIRA, the perceptron, log-linear an
 parameter mixing without a cluster, the tokenizer and tagger pipeline; small slices of
 the treebank for the slow learners) and ``ewt`` (a treebank with gold UPOS, ``--dev``,
 ``--no-tagger --no-tokenizer``: first-order perceptron and MIRA, order 2 and 3 MIRA with
-their default epochs; log-linear, EG and local-margin at one C for 5 epochs). Only ``ewt`` writes its section
-of docs/benchmarks.md (``--no-write``: print only).
+their default epochs; log-linear, EG and local-margin at one C for 5 epochs). Only
+``ewt`` writes its section of docs/benchmarks.md (``--no-write``: print only).
 
 Usage::
 
@@ -371,6 +371,13 @@ def cmd_compare(args) -> int:
     return 0 if all(r["same_model"] for r in rows) else 1
 
 
+def _describe(checkout: Path) -> str:
+    """``checkout`` and its commit where it is a git work tree."""
+    done = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True)
+    return f"{checkout} (commit {done.stdout.strip()})" if done.returncode == 0 else str(checkout)
+
+
 def cmd_main(args) -> int:
     files = _treebank(Path(args.treebank))
     base, head = Path(args.base).resolve(), Path(args.head).resolve()
@@ -424,7 +431,7 @@ def cmd_main(args) -> int:
 
         mode = ("at the same time, one thread each" if args.parallel
                 else "alternating")
-        note = (f"Base: {base}, head: {head}. Each run trains with `arboreal train` and "
+        note = (f"Base: {_describe(base)}, head: {_describe(head)}. Each run trains with `arboreal train` and "
                 f"parses the test file with `arboreal parse`, in subprocesses of their own "
                 f"(base and head {mode}, {args.repeats} repeat(s), medians); "
                 "'same model': arrays bitwise equal, or test UAS within 0.05 and the parses "

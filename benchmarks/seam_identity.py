@@ -435,7 +435,8 @@ def cmd_main(args) -> int:
                 f"parses the test file with `arboreal parse`, in subprocesses of their own "
                 f"(base and head {mode}, {args.repeats} repeat(s), medians); "
                 "'same model': arrays bitwise equal, or test UAS within 0.05 and the parses "
-                "of data/sample's test file identical.\n\n")
+                "of data/sample's test file identical."
+                + (f" {args.note}" if args.note else "") + "\n\n")
         write_section("seam_identity", "The same models after the scorer/trainer seam "
                       "(issue 38)", command_line("seam_identity.py", sys.argv[1:]),
                       note + body)
@@ -471,6 +472,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--parallel", action="store_true",
                     help="run base and head at the same time, one thread each")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--note", default="", help="a sentence for the section (what else ran)")
     return cmd_main(ap.parse_args(argv))
 
 

@@ -328,6 +328,50 @@ def test_messages_go_through_the_arboreal_logger(files, capsys):
     assert "exclude each other" in capsys.readouterr().err
 
 
+def test_an_error_kept_by_a_log_handler_keeps_no_input_file_or_model_alive(files, model,
+                                                                           capsys):
+    """A handler that keeps records (pytest's, a MemoryHandler) got the exception
+    itself, whose traceback held the failed command's frames: its open input file and
+    its model, about 100 MB per failed parse (a fuzz test grew past 16 GB)."""
+    import gc
+    import weakref
+
+    from arboreal.models import stream
+
+    records: list[logging.LogRecord] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            records.append(record)
+
+    broken = files / "broken.conllu"
+    broken.write_bytes(b"\t# sent_id = 0\n1\t0\t0\tNOUN\t0\t_\t0\troot\t_\t_\n\n")
+    models = []
+    real = stream.process_stream
+
+    def watched(m, *args, **kwargs):   # a weak reference to each parse's model
+        models.append(weakref.ref(m))
+        return real(m, *args, **kwargs)
+
+    keep = Keep()
+    logging.getLogger("arboreal").addHandler(keep)
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(stream, "process_stream", watched)
+            for argv in (["validate", str(broken)],
+                         ["parse", str(model), str(broken), "-o", str(files / "b.conllu")]):
+                assert main(argv) == 2
+    finally:
+        logging.getLogger("arboreal").removeHandler(keep)
+    assert any("wrong number of columns" in r.getMessage() for r in records)
+    gc.collect()
+    assert models and all(ref() is None for ref in models)
+    still_open = [o for o in gc.get_objects() if isinstance(o, io.IOBase)
+                  and not o.closed and str(getattr(o, "name", "")) == str(broken)]
+    assert still_open == []
+    capsys.readouterr()
+
+
 def test_every_command_takes_quiet_and_verbose(capsys):
     from arboreal.cli import SUBCOMMANDS
 

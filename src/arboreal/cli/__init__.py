@@ -127,11 +127,14 @@ def main(argv: list[str] | None = None) -> int:
         os.close(devnull)
         return EXIT_CLOSED_PIPE
     except ArborealError as exc:
-        _log.error("%s", exc)
+        # the message as text: a log record that held the exception would keep its
+        # traceback's frames (the model, the input file) alive in any handler that
+        # keeps records (pytest's, a memory handler)
+        _log.error("%s", str(exc))
         return 2
     except OSError as exc:
         name = f"{exc.filename}: " if exc.filename is not None else ""
-        _log.error("%s%s", name, exc.strerror or exc)
+        _log.error("%s%s", name, exc.strerror or str(exc))
         return 2
     except MemoryError:
         _log.error("out of memory (the input needs more memory than this machine has; try "

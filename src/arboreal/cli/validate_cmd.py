@@ -38,11 +38,11 @@ def run(args: argparse.Namespace) -> int:
             hint = ""
             if isinstance(exc, FormatError) and exc.problem.startswith("HEAD is '_'"):
                 hint = "; --allow-missing-heads accepts it"
-            _log.error("%s%s", exc, hint)
+            _log.error("%s%s", str(exc), hint)   # text: see cli.main
             status = 2
             continue
         except OSError as exc:
-            _log.error("%s: %s", path, exc.strerror or exc)
+            _log.error("%s: %s", path, exc.strerror or str(exc))
             status = 2
             continue
         words = sum(len(s) for s in sentences)

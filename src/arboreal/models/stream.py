@@ -195,15 +195,17 @@ def process_stream(model, source, output, options: StreamOptions, jobs: int = 1,
     report = StreamReport()
 
     def results() -> Iterator[str]:
-        tasks = _tasks(source, options)
-        if jobs <= 1:
-            outputs = (process_block(model, *task, options) for task in tasks)
-            yield from _ordered(outputs, report, options, progress)
-        else:
-            import multiprocessing
+        with contextlib.ExitStack() as stack:
+            # the input is closed as soon as this ends, even while an error's traceback
+            # is kept somewhere
+            tasks = stack.enter_context(contextlib.closing(_tasks(source, options)))
+            if jobs <= 1:
+                outputs = (process_block(model, *task, options) for task in tasks)
+                yield from _ordered(outputs, report, options, progress)
+            else:
+                import multiprocessing
 
-            context = multiprocessing.get_context("fork")
-            with contextlib.ExitStack() as stack:
+                context = multiprocessing.get_context("fork")
                 with stop_signals_deferred():     # a signal during the forks is not lost
                     pool = stack.enter_context(context.Pool(jobs, _worker_init,
                                                             (model, options)))

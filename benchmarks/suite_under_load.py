@@ -4,6 +4,7 @@ of a commit, while another clone runs ``bash .ci/run`` and a third runs a second
 the suite, each of those two over and over until the runs in a row are done. Every clone
 has the shared data beside it, as CI has. Reported per run: the exit status, pytest's
 counts and the wall time; for the two beside, every run they finished or were stopped in.
+SIGTERM or Ctrl-C stops the run in progress and reports what finished.
 
     python benchmarks/suite_under_load.py [--commit HEAD] [--runs 3] [--work-dir DIR]
         [--no-write] [--note TEXT]
@@ -71,10 +72,11 @@ def loop(name: str, checkout: Path, work: Path, fresh_venv: bool, stop: threadin
             shutil.rmtree(venv, ignore_errors=True)
 
 
-def describe(r: dict) -> str:
+def describe(r: dict, beside: bool = True) -> str:
     counts = ", ".join(f"{n} {k}" for k, n in r["counts"].items()) or "no pytest summary"
     if r["stopped"]:
-        return f"stopped when the runs in a row ended ({r['wall'] / 60:.1f} min in)"
+        why = "when the runs in a row ended" if beside else "by SIGTERM or Ctrl-C"
+        return f"stopped {why} ({r['wall'] / 60:.1f} min in)"
     return f"exit {r['status']}: {counts}, {r['wall'] / 60:.1f} min"
 
 
@@ -106,22 +108,30 @@ def main(argv: list[str] | None = None) -> int:
         t.start()
     in_a_row = []
     loads = []
+    # SIGTERM or Ctrl-C stops the run in progress; what finished is still reported
+    stop_now = threading.Event()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: stop_now.set())
     try:
         for k in range(1, args.runs + 1):
             print(f"run {k} of {args.runs} ...", file=sys.stderr, flush=True)
-            r = ci_run(clones["suite"], work / f"suite-venv{k}", work / f"suite-{k}.log")
+            r = ci_run(clones["suite"], work / f"suite-venv{k}", work / f"suite-{k}.log",
+                       stop_now)
             shutil.rmtree(work / f"suite-venv{k}", ignore_errors=True)
             loads.append(os.getloadavg()[2])
             in_a_row.append(r)
-            print(f"run {k}: {describe(r)}", file=sys.stderr, flush=True)
+            print(f"run {k}: {describe(r, beside=False)}", file=sys.stderr, flush=True)
+            if r["stopped"]:
+                break
     finally:
         stop.set()
         for t in threads:
             t.join()
-    passed = all(r["status"] == 0 and not r["counts"].get("failed")
-                 and not r["counts"].get("error") for r in in_a_row)
+    passed = len(in_a_row) == args.runs and all(
+        r["status"] == 0 and not r["stopped"] and not r["counts"].get("failed")
+        and not r["counts"].get("error") for r in in_a_row)
     lines = ["| run | result | 15-min load average at its end |", "|---|---|---|"]
-    lines += [f"| {k} | {describe(r)} | {load:.1f} |"
+    lines += [f"| {k} | {describe(r, beside=False)} | {load:.1f} |"
               for k, (r, load) in enumerate(zip(in_a_row, loads), 1)]
     lines.append("")
     for name, title in (("ci", "`bash .ci/run` beside it (a fresh environment each run)"),
@@ -130,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
         lines.append(f"- {title}: {runs}.")
     lines.append("")
     lines.append(f"Commit {commit}. The {args.runs} runs in a row "
-                 f"{'all passed' if passed else 'did not all pass'}.")
+                 f"{'all passed' if passed else 'did not all pass, or did not all run'}.")
     if args.note:
         lines.append("")
         lines.append(args.note)

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from arboreal.errors import ArborealError
-from arboreal.neural.vocab import PAD, TAG_COLUMNS, UNK, Vocab, Vocabularies
+from arboreal.neural.vocab import (CLASS_UNDERSCORE, PAD, TAG_COLUMNS, UNK, Vocab,
+                                   Vocabularies)
 
 #: characters of a word beyond this many are not read by the character model
 MAX_WORD_CHARS = 30
@@ -171,8 +172,9 @@ class NeuralScorer:
                 else:
                     values = [v for s in sentences for v in getattr(s, col)[1:].tolist()]
                 ids = self.vocabs.tags[col].ids(values)
-                # "_" (unannotated) is not a class: no loss there
-                ids[np.array([v == "_" for v in values], dtype=bool)] = PAD
+                if col not in CLASS_UNDERSCORE or "_" not in self.vocabs.tags[col].index:
+                    # "_" (unannotated) is not a class here: no loss there
+                    ids[np.array([v == "_" for v in values], dtype=bool)] = PAD
                 gold[col] = ids
         return EncodedCorpus(lengths, starts, form_ids, self.vocabs.words.ids(lower),
                              self.pretrained_vocab.ids(lower), chars, input_tags, gold)

@@ -4,7 +4,9 @@ Ids 0 and 1 of every vocabulary are reserved: 0 pads, 1 stands for a value not s
 training (``<unk>``). Words are looked up lower-cased; characters as they are.
 The tag vocabularies (UPOS, XPOS, FEATS, lemma rules, DEPREL) are the classes of the
 network's classifiers; a column that is ``_`` throughout the training data gets no
-classifier (its vocabulary holds the reserved ids only).
+classifier (its vocabulary holds the reserved ids only). In an annotated UPOS, XPOS or
+FEATS column ``_`` is a class (FEATS ``_``: a word without features); a lemma ``_`` is
+unannotated and has no loss.
 """
 from __future__ import annotations
 
@@ -17,6 +19,9 @@ PAD, UNK = 0, 1
 RESERVED = ("<pad>", "<unk>")
 #: the columns the network can predict, as Sentence attributes, in model-file order
 TAG_COLUMNS = ("upos", "xpos", "feats", "lemmas")
+#: the columns whose "_" is a value of an annotated column (FEATS: no features; UPOS and
+#: XPOS: a tag as written) rather than "not annotated" (a lemma of "_" is no lemma)
+CLASS_UNDERSCORE = ("upos", "xpos", "feats")
 
 
 def lemma_class(form: str, lemma: str) -> str:
@@ -91,8 +96,11 @@ class Vocabularies:
             # annotated) is not predicted
             annotated = sum(counts[v] for v in values)
             total = sum(counts.values())
-            tag_vocabs[c] = Vocab(sorted(values) if total and annotated >= 0.01 * total
-                                  else [])
+            if not (total and annotated >= 0.01 * total):
+                values = []
+            elif c in CLASS_UNDERSCORE and "_" in counts:
+                values.append("_")
+            tag_vocabs[c] = Vocab(sorted(values))
         deprel_values = sorted(v for v in deprels if v != "_")
         return cls(Vocab(kept), Vocab(sorted(chars)), Vocab(deprel_values), tag_vocabs,
                    Vocab(sorted(tag_vocabs["upos"].items[len(RESERVED):]) if tag_input

@@ -11,11 +11,16 @@ pipelines are those of benchmarks/pipeline.py's ``run_treebank``.
 
     python benchmarks/neural.py [--treebanks UD_English-EWT ...] [--embeddings
         en=VECTORS ...] [--neural-args '...'] [--work-dir runs/neural] [--no-write]
+        [--from-results]
 
 ``--embeddings LANG=VECTORS`` gives the vectors of the treebanks whose directory name
 has that language (e.g. ``en`` for UD_English-EWT: the treebank files' prefix); a
 treebank without vectors trains without them. How the vectors were made goes in
 ``--note``.
+
+``--from-results`` trains and parses nothing: it writes the section from the work
+directory's ``results.json`` of an earlier run (e.g. one run with ``--no-write``, whose
+``--note`` on what else ran could only be written once it ended).
 """
 from __future__ import annotations
 
@@ -58,6 +63,28 @@ def _no_tagger_speed(model_path: Path, blank: Path, repeats: int = 3) -> float:
 _tagger_speed = pipeline.tagger_speed
 
 
+def training_summary(model_path: Path) -> dict:
+    """The parser's training record in a model file: best epoch, epochs run, per-epoch dev
+    LAS and why training stopped ({} when the file holds none)."""
+    from arboreal.io.model_file import load_model_file
+
+    meta, _ = load_model_file(model_path)
+    todo = [meta]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, dict):
+            if "best_epoch" in node and "history" in node:
+                training = node.get("training", {})
+                return {"best_epoch": node["best_epoch"], "epochs": len(node["history"]),
+                        "stopped": training.get("stopped") if isinstance(training, dict)
+                        else None,
+                        "epoch_seconds": node.get("seconds", {}).get("epochs")}
+            todo.extend(node.values())
+        elif isinstance(node, list):
+            todo.extend(node)
+    return {}
+
+
 def table(r: dict) -> str:
     lin, neu = r["linear"], r["neural"]
     cols = [("linear, raw text", lin["arboreal_raw"]), ("neural, raw text", neu["arboreal_raw"]),
@@ -80,6 +107,10 @@ def table(r: dict) -> str:
                      f"{x['parse_raw']['words_per_s']:,.0f} words/s, "
                      f"{x['parse_raw']['rss_mib']:,.0f} MiB peak; from gold tokens "
                      f"{x['parse_gold_tok']['words_per_s']:,.0f} words/s")
+    if neu.get("training"):
+        t = neu["training"]
+        lines.append(f"- neural training: best dev epoch {t['best_epoch']} of {t['epochs']} run"
+                     + (f" (stopped: {t['stopped']})" if t.get("stopped") else ""))
     d = neu["arboreal_raw"]["LAS"] - lin["arboreal_raw"]["LAS"]
     lines.append(f"- neural minus linear, raw-text LAS: {d:+.2f}")
     for name, value, source in PUBLISHED.get(r["treebank"], []):
@@ -96,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--reuse-linear", action="store_true",
                     help="keep the linear results of an earlier run in the work directory")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--from-results", action="store_true",
+                    help="write the section from the work directory's results.json; run nothing")
     ap.add_argument("--section", default="neural_pipeline")
     ap.add_argument("--note", default="")
     args = ap.parse_args(argv)
@@ -107,8 +140,8 @@ def main(argv: list[str] | None = None) -> int:
     results_path = args.work_dir / "results.json"
     earlier = {r["treebank"]: r for r in json.loads(results_path.read_text())} \
         if args.reuse_linear and results_path.exists() else {}
-    results = []
-    for tb in args.treebanks:
+    results = json.loads(results_path.read_text()) if args.from_results else []
+    for tb in [] if args.from_results else args.treebanks:
         lang = _language(tb)
         linear = earlier[tb]["linear"] if tb in earlier else \
             run_treebank(tb, args.work_dir / "linear", None)
@@ -116,11 +149,18 @@ def main(argv: list[str] | None = None) -> int:
         if lang in vectors:
             neural_args += ["--embeddings", vectors[lang]]
         neural = run_treebank(tb, args.work_dir / "neural", None, neural_args)
+        neural["training"] = training_summary(args.work_dir / "neural" / f"{tb}.model")
         r = {"treebank": tb, "linear": linear, "neural": neural, "neural_args": neural_args}
         print(json.dumps(r), flush=True)
         results.append(r)
         args.work_dir.mkdir(parents=True, exist_ok=True)
         results_path.write_text(json.dumps(results, indent=1) + "\n")
+    for r in results:
+        model = args.work_dir / "neural" / f"{r['treebank']}.model"
+        if "training" not in r["neural"] and model.exists():
+            r["neural"]["training"] = training_summary(model)
+    if not results:
+        raise SystemExit(f"no results in {results_path}")
     if not args.no_write:
         from _report import command_line, write_section
 
@@ -132,7 +172,10 @@ def main(argv: list[str] | None = None) -> int:
                 "shared-task method). Neural options per treebank: "
                 + "; ".join(f"{r['treebank']}: `{' '.join(r['neural_args'])}`"
                             for r in results)
-                + ".\n\n" + "\n".join(table(r) for r in results)
+                + ".\n\n"
+                + ("Written with `--from-results` from the results.json of the same command run "
+                   "with `--no-write`.\n\n" if args.from_results else "")
+                + "\n".join(table(r) for r in results)
                 + (f"\n{args.note}" if args.note else ""))
         write_section(args.section, "Neural pipeline beside the linear one (issue 39)",
                       command_line("neural.py", argv if argv is not None

@@ -64,8 +64,8 @@ _tagger_speed = pipeline.tagger_speed
 
 
 def training_summary(model_path: Path) -> dict:
-    """The parser's training record in a model file: best epoch, epochs run, per-epoch dev
-    LAS and why training stopped ({} when the file holds none)."""
+    """The parser's training record in a model file: best epoch, epochs run and why
+    training stopped ({} when the file holds none)."""
     from arboreal.io.model_file import load_model_file
 
     meta, _ = load_model_file(model_path)
@@ -77,8 +77,7 @@ def training_summary(model_path: Path) -> dict:
                 training = node.get("training", {})
                 return {"best_epoch": node["best_epoch"], "epochs": len(node["history"]),
                         "stopped": training.get("stopped") if isinstance(training, dict)
-                        else None,
-                        "epoch_seconds": node.get("seconds", {}).get("epochs")}
+                        else None}
             todo.extend(node.values())
         elif isinstance(node, list):
             todo.extend(node)
@@ -149,7 +148,6 @@ def main(argv: list[str] | None = None) -> int:
         if lang in vectors:
             neural_args += ["--embeddings", vectors[lang]]
         neural = run_treebank(tb, args.work_dir / "neural", None, neural_args)
-        neural["training"] = training_summary(args.work_dir / "neural" / f"{tb}.model")
         r = {"treebank": tb, "linear": linear, "neural": neural, "neural_args": neural_args}
         print(json.dumps(r), flush=True)
         results.append(r)
@@ -157,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         results_path.write_text(json.dumps(results, indent=1) + "\n")
     for r in results:
         model = args.work_dir / "neural" / f"{r['treebank']}.model"
-        if "training" not in r["neural"] and model.exists():
+        if model.exists():
             r["neural"]["training"] = training_summary(model)
     if not results:
         raise SystemExit(f"no results in {results_path}")

@@ -19,8 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from arboreal.errors import ArborealError
-from arboreal.neural.vocab import (CLASS_UNDERSCORE, PAD, TAG_COLUMNS, UNK, Vocab,
-                                   Vocabularies)
+from arboreal.neural.vocab import PAD, TAG_COLUMNS, UNK, Vocab, Vocabularies
 
 #: characters of a word beyond this many are not read by the character model
 MAX_WORD_CHARS = 30
@@ -172,8 +171,8 @@ class NeuralScorer:
                 else:
                     values = [v for s in sentences for v in getattr(s, col)[1:].tolist()]
                 ids = self.vocabs.tags[col].ids(values)
-                if col not in CLASS_UNDERSCORE or "_" not in self.vocabs.tags[col].index:
-                    # "_" (unannotated) is not a class here: no loss there
+                if "_" not in self.vocabs.tags[col].index:
+                    # "_" is not a class of this column (unannotated): no loss there
                     ids[np.array([v == "_" for v in values], dtype=bool)] = PAD
                 gold[col] = ids
         return EncodedCorpus(lengths, starts, form_ids, self.vocabs.words.ids(lower),

@@ -132,6 +132,34 @@ def test_feats_underscore_is_a_class_the_tagger_predicts(tiny_model):
     assert (pred[~bare] != "_").mean() > 0.5
 
 
+def test_lemmas_of_training_words_are_looked_up_before_the_rule(tiny_model):
+    """A word seen in training takes its training lemma (by form, UPOS and FEATS), as
+    the linear tagger's do; the network's lemma rule serves the other words. The lookup
+    travels in the model file."""
+    import arboreal
+    from arboreal.models.tagger import apply_rule
+
+    model, path = tiny_model
+    loaded = arboreal.load(path)
+    assert loaded.scorer.lemma_lookup == model.scorer.lemma_lookup
+    assert len(model.scorer.lemma_lookup) > 1000
+    train = read_conllu(SAMPLE / "en_ewt-sample-train.conllu")[:300]
+    blank = [s.with_tree(s.heads) for s in train]
+    for s in blank:
+        v = s.lemmas.copy()
+        v[1:] = "_"
+        s.lemmas = v
+    out = loaded.parse(blank)
+    gold = np.concatenate([s.lemmas[1:] for s in train])
+    looked_up = np.concatenate([s.lemmas[1:] for s in out])
+    encoded = loaded.scorer.encode(blank)
+    rules = loaded.scorer.predict_tags(encoded, np.arange(len(blank)))["lemmas"]
+    by_rule = np.array([apply_rule(f, r) for s, rs in zip(blank, rules)
+                        for f, r in zip(s.forms[1:].tolist(), rs.tolist())], dtype=object)
+    assert (looked_up == gold).mean() > 0.99
+    assert (by_rule == gold).mean() < (looked_up == gold).mean()
+
+
 def test_save_and_load_give_identical_parses_and_tags(tiny_model):
     import arboreal
 

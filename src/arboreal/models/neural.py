@@ -72,6 +72,21 @@ def neural_options(options: dict) -> tuple[dict, dict]:
     return net, train
 
 
+def _lemma_lookup(train: list) -> dict:
+    """The lemmas of the training words (:func:`arboreal.models.tagger.build_lemma_lookup`,
+    with FEATS where the treebank has them); empty where it has no lemmas."""
+    from arboreal.models.tagger import build_lemma_lookup
+
+    column = [v for s in train for v in s.lemmas[1:].tolist()]
+    if all(v == "_" for v in column):
+        return {}
+    forms = [f for s in train for f in s.forms[1:].tolist()]
+    upos = [t for s in train for t in s.upos[1:].tolist()]
+    feats = [x for s in train for x in s.feats[1:].tolist()]
+    return build_lemma_lookup(forms, upos, column,
+                              None if all(x == "_" for x in feats) else feats)
+
+
 def dev_scores(parser, dev: list, encoded=None) -> dict:
     """LAS, UAS and UPOS accuracy (percent) of ``parser`` on gold-token ``dev``
     sentences (its predicted tags, not dev's); ``score`` is LAS."""
@@ -137,7 +152,7 @@ def train_neural(parser_class, train: list, dev: list | None, decoder: str = "cl
                            pretrained_dim=0 if vectors is None else vectors.shape[1])
     vocabs = Vocabularies.build(train, min_word_count=opts["min_word_count"],
                                 tag_input=bool(config.tag_dim))
-    scorer = NeuralScorer(config, vocabs, words, vectors)
+    scorer = NeuralScorer(config, vocabs, words, vectors, lemma_lookup=_lemma_lookup(train))
     scorer.to(device)
     structure = TreeStructure.of_decoder(decoder, single_root)
     gold = train

@@ -48,15 +48,17 @@ def attachment_scores(gold: list, pred_heads: list, pred_labels: list | None = N
     return 100.0 * correct / total, 100.0 * lcorrect / total
 
 
-def _tag_values(column: str, sentence, values: np.ndarray) -> np.ndarray:
-    """A scorer's predicted classes of ``column`` as the column's values: lemma rules
-    applied to the forms, other classes as they are."""
+def _tag_values(column: str, sentence, values: np.ndarray, lemma_lookup: dict) -> np.ndarray:
+    """A scorer's predicted classes of ``column`` as the column's values: a lemma from
+    ``lemma_lookup`` by the form and the sentence's UPOS and FEATS, else the predicted
+    rule applied to the form; other classes as they are."""
     if column != "lemmas":
         return values
-    from arboreal.models.tagger import apply_rule
+    from arboreal.models.tagger import lookup_lemmas
 
-    return np.array([apply_rule(f, r) for f, r in zip(sentence.forms[1:].tolist(),
-                                                       values.tolist())], dtype=object)
+    return np.array(lookup_lemmas(lemma_lookup, sentence.forms[1:].tolist(),
+                                  sentence.upos[1:].tolist(), sentence.feats[1:].tolist(),
+                                  values.tolist()), dtype=object)
 
 
 def _with_columns(original, tagged):
@@ -340,7 +342,8 @@ class Parser(PipelineMixin):
                 for c in columns:
                     if retag or all(v == "_" for v in getattr(s, c)[1:].tolist()):
                         col = np.array(getattr(s, c), dtype=object)
-                        col[1:] = _tag_values(c, s, tags[c][k])
+                        # UPOS and FEATS come before lemmas: the lemma lookup reads them
+                        col[1:] = _tag_values(c, s, tags[c][k], self.scorer.lemma_lookup)
                         setattr(s, c, col)
         return out
 

@@ -217,6 +217,68 @@ def _group(pairs: Counter) -> dict[tuple[str, str], set]:
     return out
 
 
+def build_lemma_lookup(forms: list[str], upos: list[str], lemmas: list[str],
+                       feats: list[str] | None = None) -> dict[tuple[str, str], str]:
+    """The lemmas of the training words, looked up before any rule applies: (form, UPOS)
+    -> its most frequent lemma; (form, "") -> the one lemma of a form that had only one
+    whatever its UPOS (it serves a predicted UPOS the form never had); with ``feats``,
+    (form, "UPOS|FEATS") -> the most frequent lemma where (form, UPOS) had several
+    (English "her": Case=Acc "she", Poss=Yes "her"). Flat lists over the words;
+    O(words)."""
+    pairs = Counter(zip(forms, upos, lemmas))
+    best: dict[tuple[str, str], tuple[int, str]] = {}
+    for (f, t, lem), k in pairs.items():
+        if (f, t) not in best or k > best[(f, t)][0]:
+            best[(f, t)] = (k, lem)
+    lookup = {key: lem for key, (k, lem) in best.items()}
+    lemmas_of: dict[str, set] = defaultdict(set)
+    for (f, _, lem) in pairs:
+        lemmas_of[f].add(lem)
+    lookup.update({(f, ""): next(iter(lems)) for f, lems in lemmas_of.items() if len(lems) == 1})
+    if feats is not None:
+        ambiguous = {(f, t) for (f, t), lems in _group(pairs).items() if len(lems) > 1}
+        fine: dict[tuple[str, str], tuple[int, str]] = {}
+        for (f, t, x, lem), k in Counter(zip(forms, upos, feats, lemmas)).items():
+            key = (f, f"{t}|{x}")
+            if (f, t) in ambiguous and (key not in fine or k > fine[key][0]):
+                fine[key] = (k, lem)
+        lookup.update({key: lem for key, (k, lem) in fine.items()})
+    return lookup
+
+
+def lookup_lemmas(lookup: dict[tuple[str, str], str], forms, upos, feats, rules) -> list[str]:
+    """The lemma of each word: from ``lookup`` (:func:`build_lemma_lookup`) by form and
+    UPOS|FEATS, form and UPOS, form alone, lower-cased form and UPOS, in that order; else
+    its predicted rule applied to the form (:func:`apply_rule`). Flat sequences over the
+    words; O(words)."""
+    return [lookup.get((f, f"{t}|{x}")) or lookup.get((f, t)) or lookup.get((f, ""))
+            or lookup.get((f.lower(), t)) or apply_rule(f, r)
+            for f, t, x, r in zip(forms, upos, feats, rules)]
+
+
+def put_lemma_lookup(arrays: dict, prefix: str, lookup: dict[tuple[str, str], str]) -> None:
+    """Store ``lookup`` in a model file's arrays ``{prefix}_keys`` ("form\\tkey") and
+    ``{prefix}_values``."""
+    keys = sorted(lookup)
+    put_strings(arrays, f"{prefix}_keys", [f"{f}\t{t}" for f, t in keys])
+    put_strings(arrays, f"{prefix}_values", [lookup[k] for k in keys])
+
+
+def get_lemma_lookup(arrays, prefix: str) -> dict[tuple[str, str], str]:
+    """The lookup :func:`put_lemma_lookup` stored (ValueError if its arrays disagree)."""
+    keys = get_string_list(arrays, f"{prefix}_keys")
+    values = get_string_list(arrays, f"{prefix}_values")
+    if len(keys) != len(values):
+        raise ValueError(f"lemma lookup {prefix}: keys and values differ in length")
+    lookup = {}
+    for k, v in zip(keys, values):
+        form, sep, tag = k.partition("\t")
+        if not sep:
+            raise ValueError(f"lemma lookup {prefix}: a key without a tab")
+        lookup[(form, tag)] = v
+    return lookup
+
+
 def _ids(values: list[str], classes: np.ndarray) -> np.ndarray:
     index = {c: i for i, c in enumerate(classes.tolist())}
     return np.array([index.get(v, -1) for v in values], dtype=np.int32)
@@ -311,31 +373,9 @@ class Tagger:
                 continue
             context = tuple(c for c in CONTEXT[name] if c in stages)
             if name == "lemma":
-                upos = train.column("upos")
-                pairs = Counter(zip(forms, upos, values))
-                best: dict[tuple[str, str], tuple[int, str]] = {}
-                for (f, t, lem), k in pairs.items():
-                    if (f, t) not in best or k > best[(f, t)][0]:
-                        best[(f, t)] = (k, lem)
-                lemma_lookup = {key: lem for key, (k, lem) in best.items()}
-                # a form with one lemma whatever its UPOS: key (form, "") serves a
-                # predicted UPOS the form never had in training
-                lemmas_of: dict[str, set] = defaultdict(set)
-                for (f, _, lem) in pairs:
-                    lemmas_of[f].add(lem)
-                lemma_lookup.update({(f, ""): next(iter(lems))
-                                     for f, lems in lemmas_of.items() if len(lems) == 1})
-                # a (form, UPOS) with several lemmas: key (form, "UPOS|FEATS") picks by
-                # the features too (English "her": Case=Acc "she", Poss=Yes "her")
-                if "feats" in stages:
-                    ambiguous = {(f, t) for (f, t), lems in _group(pairs).items() if len(lems) > 1}
-                    fine: dict[tuple[str, str], tuple[int, str]] = {}
-                    for (f, t, x, lem), k in Counter(zip(forms, upos, train.column("feats"),
-                                                         values)).items():
-                        key = (f, f"{t}|{x}")
-                        if (f, t) in ambiguous and (key not in fine or k > fine[key][0]):
-                            fine[key] = (k, lem)
-                    lemma_lookup.update({key: lem for key, (k, lem) in fine.items()})
+                lemma_lookup = build_lemma_lookup(
+                    forms, train.column("upos"), values,
+                    train.column("feats") if "feats" in stages else None)
                 rules_of: dict[tuple[str, str], str] = {}
                 values = [rules_of.setdefault((f, lem), lemma_rule(f, lem))
                           for f, lem in zip(forms, values)]
@@ -411,11 +451,7 @@ class Tagger:
             if name == "lemma":
                 upos = out.get("upos") or packed.column("upos")
                 feats = out.get("feats") or packed.column("feats")
-                lookup = self.lemma_lookup
-                values = [lookup.get((f, f"{t}|{x}")) or lookup.get((f, t))
-                          or lookup.get((f, "")) or lookup.get((f.lower(), t))
-                          or apply_rule(f, r)
-                          for f, t, x, r in zip(packed.forms, upos, feats, values)]
+                values = lookup_lemmas(self.lemma_lookup, packed.forms, upos, feats, values)
             out[name] = values
         return out
 
@@ -455,9 +491,7 @@ class Tagger:
         words = sorted(self.ambiguity)
         put_strings(arrays, "tagger_amb_words", words)
         put_strings(arrays, "tagger_amb_classes", [self.ambiguity[w] for w in words])
-        keys = sorted(self.lemma_lookup)
-        put_strings(arrays, "tagger_lemma_keys", [f"{f}\t{t}" for f, t in keys])
-        put_strings(arrays, "tagger_lemma_values", [self.lemma_lookup[k] for k in keys])
+        put_lemma_lookup(arrays, "tagger_lemma", self.lemma_lookup)
         meta["tagger"] = {"features_version": FEATURES_VERSION, "stages": stages,
                           "training": self.meta}
         if self.clusters is not None:
@@ -510,16 +544,9 @@ class Tagger:
             raise cfg.fail("stages", "no UPOS stage")
         words = get_string_list(arrays, "tagger_amb_words")
         amb = get_string_list(arrays, "tagger_amb_classes")
-        keys = get_string_list(arrays, "tagger_lemma_keys")
-        values = get_string_list(arrays, "tagger_lemma_values")
-        if len(words) != len(amb) or len(keys) != len(values):
+        if len(words) != len(amb):
             raise ValueError("tagger lexicon arrays differ in length")
-        lookup = {}
-        for k, v in zip(keys, values):
-            form, sep, tag = k.partition("\t")
-            if not sep:
-                raise ValueError("tagger lemma key without a tab")
-            lookup[(form, tag)] = v
+        lookup = get_lemma_lookup(arrays, "tagger_lemma")
         clusters = None
         prefix = cfg.choice("clusters", CLUSTER_PREFIXES, "")
         if prefix == "clusters" and parser_clusters is not None:

@@ -81,13 +81,16 @@ class NeuralScorer:
     """Vocabularies, pretrained vectors and the :class:`~arboreal.neural.network.Network`.
 
     ``pretrained_words`` / ``pretrained`` (V, D) float32: frozen vectors (row 0 zeros for
-    words without one), or None.
+    words without one), or None. ``lemma_lookup``: the training words' lemmas, used before
+    the predicted lemma rule (:func:`arboreal.models.tagger.build_lemma_lookup`; empty
+    without lemmas).
     """
 
     kind = "neural"
 
     def __init__(self, config, vocabs: Vocabularies, pretrained_words: list[str] | None = None,
-                 pretrained: np.ndarray | None = None, network=None):
+                 pretrained: np.ndarray | None = None, network=None,
+                 lemma_lookup: dict[tuple[str, str], str] | None = None):
         torch = require_torch()
         from arboreal.neural.network import Network
 
@@ -104,6 +107,7 @@ class NeuralScorer:
         else:
             self.pretrained = None
         self.network = network if network is not None else Network(config, vocabs)
+        self.lemma_lookup = dict(lemma_lookup or {})
         self._cache = None
         self.device = "cpu"
 
@@ -319,7 +323,8 @@ class NeuralScorer:
     def put(self, meta: dict, arrays: dict) -> None:
         """Add the scorer to a model file being written: metadata section ``neural``
         (sizes, tag columns) and arrays ``nn_*`` (parameters, float32), ``nv_*``
-        (vocabularies), ``np_*`` (pretrained vectors, float16)."""
+        (vocabularies), ``np_*`` (pretrained vectors, float16), ``nl_lemma_*`` (the lemma
+        lookup, if any)."""
         from arboreal.io.model_file import put_strings
 
         state = self.network.state_dict()
@@ -333,6 +338,10 @@ class NeuralScorer:
         if self.pretrained is not None:
             put_strings(arrays, "np_words", self.pretrained_vocab.items[2:])
             arrays["np_vectors"] = self.pretrained[2:].cpu().numpy().astype(np.float16)
+        if self.lemma_lookup:
+            from arboreal.models.tagger import put_lemma_lookup
+
+            put_lemma_lookup(arrays, "nl_lemma", self.lemma_lookup)
         meta["neural"] = {"config": self.config.as_dict(), "parameters": names,
                           "tag_columns": self.tag_columns}
 
@@ -364,7 +373,12 @@ class NeuralScorer:
             if array_shape(arrays, "np_vectors") != (len(words), config.pretrained_dim):
                 raise ValueError("pretrained vectors disagree with their word list")
             pretrained = np.asarray(arrays["np_vectors"], dtype=np.float32)
-        scorer = cls(config, vocabs, words, pretrained)
+        lemma_lookup = None
+        if "nl_lemma_keys" in arrays:
+            from arboreal.models.tagger import get_lemma_lookup
+
+            lemma_lookup = get_lemma_lookup(arrays, "nl_lemma")
+        scorer = cls(config, vocabs, words, pretrained, lemma_lookup=lemma_lookup)
         state = scorer.network.state_dict()
         names = section.strings("parameters", max_items=1024)
         if set(names) != set(state):

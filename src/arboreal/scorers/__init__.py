@@ -22,6 +22,8 @@ The role (duck-typed; :class:`Scorer` documents it):
   tree; ``predict_labels(encoded, rows, heads) -> [deprels (n+1,)]``;
 * ``labels``: the label strings; ``reads_tags``; ``tag_columns`` and
   ``predict_tags(encoded, rows) -> {column: [values (n,)]}`` for the tags it predicts;
+  ``lemma_lookup``: (form, UPOS key) -> lemma, used before a predicted lemma rule
+  (:func:`arboreal.models.tagger.lookup_lemmas`; empty where it predicts no lemmas);
 * ``put(meta, arrays)`` and ``from_file(fields, arrays)`` (classmethod): model files.
 
 Scorers trained by gradient also offer ``forward`` (torch); linear scorers expose their
@@ -49,6 +51,7 @@ class Scorer(Protocol):
     labels: np.ndarray
     reads_tags: bool
     tag_columns: list
+    lemma_lookup: dict
 
     def encode(self, sentences: Sequence): ...
 

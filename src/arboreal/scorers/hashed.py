@@ -42,6 +42,7 @@ class HashedScorer:
 
     kind = "hashed"
     tag_columns: list = []
+    lemma_lookup: dict = {}
 
     def __init__(self, features, weights: np.ndarray, labeler, label_features=None,
                  label_weights: np.ndarray | None = None):

@@ -200,6 +200,29 @@ def test_kbest_command(model_file):
     assert all((a.heads == b.heads).all() for a, b in zip(firsts, read_conllu(plain)))
 
 
+def test_blocks_of_conllu_and_of_text_hold_about_as_many_words(monkeypatch):
+    """A CoNLL-U block takes CONLLU_BLOCK_FACTOR times the bytes of a text block, so that
+    blocks of either format hold about as many words: a neural scorer batches sentences
+    by length within a block, and CoNLL-U blocks of the text's size made small, padded
+    batches."""
+    from arboreal.models.stream import StreamOptions, _tasks
+
+    monkeypatch.setattr("arboreal.models.stream.BLOCK_BYTES", 4096)
+
+    def words_per_block(path, input_format, count):
+        blocks = [data for data, _, _ in _tasks(path, StreamOptions(input_format=input_format))]
+        assert len(blocks) > 3
+        return sum(count(b) for b in blocks[:-1]) / (len(blocks) - 1)
+
+    conllu = words_per_block(
+        SAMPLE / "en_ewt-sample-test.conllu", "conllu",
+        lambda b: sum(1 for r in b.split(b"\n") if r[:1].isdigit() and b"\t" in r
+                      and b"-" not in r.split(b"\t")[0]))
+    text = words_per_block(SAMPLE / "en_ewt-sample-test.txt", "text",
+                           lambda b: len(b.split()))
+    assert 0.4 < conllu / text < 2.5
+
+
 def test_bad_options_and_bad_blocks_are_one_line_errors(model_file, tmp_path, capsys,
                                                           monkeypatch):
     monkeypatch.setattr("arboreal.models.stream.BLOCK_BYTES", 2048)

@@ -21,9 +21,14 @@ from typing import Callable, Iterator
 from arboreal._interrupt import allow_stop_signals, stop_signals_deferred
 from arboreal.errors import ArborealError, FormatError
 
-#: bytes per block: small enough to keep two workers busy on a small file, large
-#: enough that a block's fixed costs vanish
+#: bytes per block of text (raw or tokenized): small enough to keep two workers busy on
+#: a small file, large enough that a block's fixed costs vanish
 BLOCK_BYTES = 1 << 16
+#: a block of CoNLL-U is this many times larger: a word's line takes about eight times
+#: the bytes of the word in text, so that blocks of every format hold about as many
+#: words (a neural scorer batches sentences by length within a block: blocks of a few
+#: hundred sentences made small, padded batches)
+CONLLU_BLOCK_FACTOR = 8
 
 
 @dataclass(frozen=True)
@@ -156,7 +161,8 @@ def _tasks(source, options: StreamOptions) -> Iterator[tuple[bytes, int, int]]:
 
     blank_lines = options.input_format != "tokenized"
     first_id = 1
-    for data, line in iter_blocks(source, BLOCK_BYTES, blank_lines=blank_lines):
+    block_bytes = BLOCK_BYTES * (CONLLU_BLOCK_FACTOR if options.input_format == "conllu" else 1)
+    for data, line in iter_blocks(source, block_bytes, blank_lines=blank_lines):
         yield data, line, first_id
         if options.input_format == "tokenized":
             first_id += sum(1 for row in data.split(b"\n") if row.strip())

@@ -240,6 +240,19 @@ def test_neural_options_are_checked():
         neural_options({"lstm_layers": 1.5})
 
 
+def test_a_small_treebank_trains_in_smaller_batches():
+    """batch_words 0 (the default) picks 800 words a batch, or fewer for a small treebank
+    so that an epoch makes at least 250 updates, never fewer than 200 words."""
+    from arboreal.learn.neural import train_token_budget
+    from arboreal.models.neural import neural_options
+
+    assert neural_options({})[1]["batch_words"] == 0
+    assert train_token_budget(204_577) == 800        # English-EWT: unchanged
+    assert train_token_budget(100_000) == 400
+    assert train_token_budget(37_522) == 200         # Turkish-IMST
+    assert train_token_budget(500) == 200
+
+
 def test_bilstm_states_do_not_depend_on_padding():
     """Each sentence's states in a padded batch equal those of the sentence alone."""
     from arboreal.neural.network import BiLSTM

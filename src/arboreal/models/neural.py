@@ -29,7 +29,8 @@ TRAINING_DEFAULTS = {
     "learning_rate": 2e-3,
     "decay": 0.1,
     "clip": 5.0,
-    "batch_words": 800,
+    #: 0: chosen by the treebank's size (:func:`arboreal.learn.neural.train_token_budget`)
+    "batch_words": 0,
     "min_word_count": 2,
     "max_pretrained": 100_000,
 }
@@ -67,8 +68,8 @@ def neural_options(options: dict) -> tuple[dict, dict]:
                 "char_embedding_dim", "tag_hidden"):
         if key in net and net[key] < 1:
             raise ArborealError(f"neural scorer option {key} must be at least 1")
-    if train["epochs"] < 1 or train["batch_words"] < 1:
-        raise ArborealError("neural scorer options epochs and batch_words must be at least 1")
+    if train["epochs"] < 1:
+        raise ArborealError("neural scorer option epochs must be at least 1")
     return net, train
 
 
@@ -125,7 +126,7 @@ def train_neural(parser_class, train: list, dev: list | None, decoder: str = "cl
     configure_threads(threads)
     torch = require_torch()
     from arboreal.inference.structure import TreeStructure
-    from arboreal.learn.neural import GradientLearner
+    from arboreal.learn.neural import GradientLearner, train_token_budget
     from arboreal.learn.objectives import OBJECTIVES
     from arboreal.learn.trainer import Trainer, TrainingInterrupted
     from arboreal.neural.network import NetworkConfig
@@ -164,6 +165,8 @@ def train_neural(parser_class, train: list, dev: list | None, decoder: str = "cl
         gold = [s.with_tree(h, s.deprels) if not np.array_equal(h, s.heads) else s
                 for s, h in zip(train, heads)]
     corpus = scorer.encode(gold, with_gold=True)
+    if not opts["batch_words"]:
+        opts["batch_words"] = train_token_budget(int(corpus.lengths.sum()))
     learner = GradientLearner(scorer, corpus, structure, opts["objective"],
                               opts["learning_rate"], opts["decay"], opts["clip"],
                               opts["batch_words"], progress, opts["epochs"])

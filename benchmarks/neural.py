@@ -64,8 +64,8 @@ _tagger_speed = pipeline.tagger_speed
 
 
 def training_summary(model_path: Path) -> dict:
-    """The parser's training record in a model file: best epoch, epochs run and why
-    training stopped ({} when the file holds none)."""
+    """The parser's training record in a model file: best epoch, epochs run, why
+    training stopped and the words per batch ({} when the file holds none)."""
     from arboreal.io.model_file import load_model_file
 
     meta, _ = load_model_file(model_path)
@@ -75,9 +75,12 @@ def training_summary(model_path: Path) -> dict:
         if isinstance(node, dict):
             if "best_epoch" in node and "history" in node:
                 training = node.get("training", {})
+                training = training if isinstance(training, dict) else {}
+                options = training.get("options", {})
                 return {"best_epoch": node["best_epoch"], "epochs": len(node["history"]),
-                        "stopped": training.get("stopped") if isinstance(training, dict)
-                        else None}
+                        "stopped": training.get("stopped"),
+                        "batch_words": options.get("batch_words")
+                        if isinstance(options, dict) else None}
             todo.extend(node.values())
         elif isinstance(node, list):
             todo.extend(node)
@@ -109,7 +112,9 @@ def table(r: dict) -> str:
     if neu.get("training"):
         t = neu["training"]
         lines.append(f"- neural training: best dev epoch {t['best_epoch']} of {t['epochs']} run"
-                     + (f" (stopped: {t['stopped']})" if t.get("stopped") else ""))
+                     + (f" (stopped: {t['stopped']})" if t.get("stopped") else "")
+                     + (f"; batches of {t['batch_words']} words" if t.get("batch_words")
+                        else ""))
     d = neu["arboreal_raw"]["LAS"] - lin["arboreal_raw"]["LAS"]
     lines.append(f"- neural minus linear, raw-text LAS: {d:+.2f}")
     for name, value, source in PUBLISHED.get(r["treebank"], []):

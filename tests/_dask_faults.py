@@ -103,12 +103,20 @@ class ProcessCluster:
             raise AssertionError("the scheduler stopped: "
                                  + (folder / "log-0").read_text(errors="replace")[-2000:])
         self.address = info["address"]
-        self.workers = [self._start([*worker_prefix, sys.executable, "-m", "dask", "worker",
-                                     self.address, "--nthreads", "1", "--no-nanny",
-                                     "--no-dashboard", "--name", f"w{k}", "--host",
-                                     worker_host or host, "--local-directory",
-                                     str(folder / f"w{k}")])
-                        for k in range(workers)]
+        self.worker_argv = (worker_prefix, worker_host or host)
+        self.workers: list[subprocess.Popen] = []
+        for _ in range(workers):
+            self.add_worker()
+
+    def add_worker(self) -> subprocess.Popen:
+        """Start one more worker (``client()`` then waits for it too)."""
+        prefix, host = self.worker_argv
+        k = len(self.workers)
+        self.workers.append(self._start([*prefix, sys.executable, "-m", "dask", "worker",
+                                         self.address, "--nthreads", "1", "--no-nanny",
+                                         "--no-dashboard", "--name", f"w{k}", "--host", host,
+                                         "--local-directory", str(self.folder / f"w{k}")]))
+        return self.workers[-1]
 
     def _start(self, argv: list[str]) -> subprocess.Popen:
         log = open(self.folder / f"log-{len(self.procs)}", "wb")

@@ -118,6 +118,26 @@ def test_worker_killed_mid_parse_output_is_byte_identical(cluster, files, tmp_pa
     assert out.read_bytes() == (files / "expected.conllu").read_bytes()
 
 
+def test_the_only_copy_of_the_model_lost_with_its_worker_is_sent_again(cluster, files, tmp_path):
+    """The model's bytes are scattered to every worker, but Dask's active memory manager
+    drops copies that no waiting task needs, so a worker killed mid-parse may hold the
+    only one (here, deterministically: the cluster has one worker when the command sends
+    the model, a second joins before the kill). The shards that needed it are sent again
+    with the model, and the output is whole."""
+    c = cluster(workers=1)
+    hold_first(c, "parse_shard")
+    out = tmp_path / "out.conllu"
+    proc = command("parse", str(files / "m.model"), str(files / "big.conllu"), "-o", str(out),
+                   "--scheduler", c.address, "--quiet")
+    pid = held(c, proc)["pid"]
+    c.add_worker()
+    c.client().close()      # waits for the new worker
+    kill_worker(c, pid)
+    rc, err = finish(proc)
+    assert rc == 0, err
+    assert out.read_bytes() == (files / "expected.conllu").read_bytes()
+
+
 def test_worker_deaths_past_the_retries_exit_2_and_write_nothing(cluster, files, tmp_path):
     c = cluster(DISTRIBUTED__SCHEDULER__ALLOWED_FAILURES="0")   # the first death is fatal
     hold_first(c, "parse_shard")

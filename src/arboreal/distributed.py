@@ -39,7 +39,9 @@ restarted or joined since) comes back :data:`NO_MODEL` and is sent again with th
 (killed, out of memory) has its shards rerun elsewhere by the scheduler (up to
 ``distributed.scheduler.allowed-failures`` deaths per shard, then a one-line error,
 exit status 2, and no output file); a scheduler that goes away ends the command with
-one line and exit status 2, and no output file. (Parameter mixing runs an epoch again
+one line and exit status 2, and no output file. A worker that dies with the last copy
+of the model's bytes (Dask keeps one copy of scattered data that no waiting task needs)
+cancels the shards that need it: they are sent again with the model. (Parameter mixing runs an epoch again
 when a worker died with data it needed: :mod:`arboreal.learn.mixing`.)
 Since the client writes each shard's result once, in input order, a redone shard
 never loses or duplicates a sentence. Bad input in a shard is not a failure but an
@@ -320,11 +322,21 @@ class _ModelOnCluster:
         if not held or any(d != self.digest for d in held.values()):
             self.send()
 
-    def send(self) -> None:
-        """Scatter the bytes to every worker, if not done yet."""
-        if self.future is None:
-            with dask_errors("sending the model to the workers", self.client):
-                self.future = self.client.scatter(self.data, broadcast=True, hash=False)
+    def send(self, lost: bool = False) -> None:
+        """Scatter the bytes to every worker, if not done yet, or (``lost``: a task that
+        needed them was cancelled) if the cluster holds no copy any more: Dask's active
+        memory manager keeps one copy of scattered data that no waiting task needs, and a
+        worker that dies takes it with it."""
+        if self.future is not None and self.future.status == "finished":
+            if not lost:
+                return
+            with dask_errors("asking the workers for the model", self.client):
+                if self.client.who_has([self.future]).get(self.future.key):
+                    return
+        if self.future is not None:
+            self.future.release()
+        with dask_errors("sending the model to the workers", self.client):
+            self.future = self.client.scatter(self.data, broadcast=True, hash=False)
 
     def release(self) -> None:
         if self.future is not None:
@@ -334,7 +346,9 @@ class _ModelOnCluster:
 class _Window:
     """Shards of every input submitted ahead (at most ``window``), results taken in
     input order; an error reading input k is raised where input k's shards are. A
-    shard answered :data:`NO_MODEL` is submitted again with the model sent."""
+    shard answered :data:`NO_MODEL`, or cancelled because the model's last copy was lost
+    with a worker (:data:`RETRIES` times at most), is submitted again with the model
+    sent."""
 
     def __init__(self, client, submit: Callable, jobs: list, window: int, shard_bytes,
                  model: _ModelOnCluster):
@@ -368,6 +382,8 @@ class _Window:
 
     def results(self, k: int, name: str) -> Iterator[tuple]:
         """Input k's ``(text, sentences, notes)`` per shard, in order."""
+        import concurrent.futures
+
         from distributed import KilledWorker
 
         while True:
@@ -377,6 +393,7 @@ class _Window:
             _, line, item, shard, options = self.pending.popleft()
             if isinstance(item, Exception):
                 raise item
+            lost = 0
             while True:
                 try:
                     with dask_errors(f"{name}: the shard from line {line}", self.client):
@@ -387,11 +404,18 @@ class _Window:
                                 f"{name}: the Dask workers parsing the shard from line "
                                 f"{line} died, too many times to retry it (out of memory?)"
                             ) from None
+                        except concurrent.futures.CancelledError as exc:
+                            # the model's last copy died with a worker: send it again
+                            if lost == RETRIES or not lost_data(exc, self.client):
+                                raise
+                            lost += 1
+                            result = None
                 finally:
                     item.release()
-                if tuple(result) != NO_MODEL:
+                if result is not None and tuple(result) != NO_MODEL:
                     break
-                self.model.send()      # a worker without the model took it
+                # the model lost, or a worker without it took the shard
+                self.model.send(lost=result is None)
                 item = self.submit(shard, options)
             self.fill()          # keep the workers busy while this text is written
             yield result

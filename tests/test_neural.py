@@ -106,6 +106,16 @@ def test_tiny_pipeline_beats_a_trivial_baseline(tiny_model):
     assert set(model.scorer.tag_columns) == {"upos", "xpos", "feats", "lemmas"}
 
 
+def blanked(sentences, column: str) -> list:
+    """Copies of ``sentences`` with ``column`` (an attribute: feats, lemmas) all ``_``."""
+    copies = [s.with_tree(s.heads) for s in sentences]
+    for s in copies:
+        values = getattr(s, column).copy()
+        values[1:] = "_"
+        setattr(s, column, values)
+    return copies
+
+
 def test_feats_underscore_is_a_class_the_tagger_predicts(tiny_model):
     """FEATS ``_`` (a word without features: punctuation, most adpositions) is a class of
     an annotated column, not "unannotated": the tagger learns and predicts it."""
@@ -117,11 +127,7 @@ def test_feats_underscore_is_a_class_the_tagger_predicts(tiny_model):
     assert "_" in vocabs.tags["feats"].index
     assert "_" not in vocabs.tags["lemmas"].index
     test = read_conllu(SAMPLE / "en_ewt-sample-test.conllu")
-    blank = [s.with_tree(s.heads) for s in test]
-    for s in blank:
-        v = s.feats.copy()
-        v[1:] = "_"
-        s.feats = v
+    blank = blanked(test, "feats")
     out = model.parse(blank)
     gold = np.concatenate([s.feats[1:] for s in test])
     pred = np.concatenate([s.feats[1:] for s in out])
@@ -144,11 +150,7 @@ def test_lemmas_of_training_words_are_looked_up_before_the_rule(tiny_model):
     assert loaded.scorer.lemma_lookup == model.scorer.lemma_lookup
     assert len(model.scorer.lemma_lookup) > 1000
     train = read_conllu(SAMPLE / "en_ewt-sample-train.conllu")[:300]
-    blank = [s.with_tree(s.heads) for s in train]
-    for s in blank:
-        v = s.lemmas.copy()
-        v[1:] = "_"
-        s.lemmas = v
+    blank = blanked(train, "lemmas")
     out = loaded.parse(blank)
     gold = np.concatenate([s.lemmas[1:] for s in train])
     looked_up = np.concatenate([s.lemmas[1:] for s in out])

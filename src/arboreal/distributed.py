@@ -41,8 +41,8 @@ restarted or joined since) comes back :data:`NO_MODEL` and is sent again with th
 exit status 2, and no output file); a scheduler that goes away ends the command with
 one line and exit status 2, and no output file. A worker that dies with the last copy
 of the model's bytes (Dask keeps one copy of scattered data that no waiting task needs)
-cancels the shards that need it: they are sent again with the model. (Parameter mixing runs an epoch again
-when a worker died with data it needed: :mod:`arboreal.learn.mixing`.)
+cancels the shards that need it: they are sent again with the model. (Parameter mixing
+runs an epoch again when a worker died with data it needed: :mod:`arboreal.learn.mixing`.)
 Since the client writes each shard's result once, in input order, a redone shard
 never loses or duplicates a sentence. Bad input in a shard is not a failure but an
 answer: the worker returns the same one-line message ``arboreal parse`` gives

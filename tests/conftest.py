@@ -1,9 +1,16 @@
 """Fixtures shared by several test modules."""
 from __future__ import annotations
 
+import os
 import signal
 
 import pytest
+
+# pytest-xdist runs a worker per core: each uses one thread for torch (and the commands
+# the tests start inherit it), or the workers' threads fight over the cores (a neural
+# training took 7 times as long beside another worker as alone)
+if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 @pytest.fixture

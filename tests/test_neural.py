@@ -255,6 +255,32 @@ def test_a_small_treebank_trains_in_smaller_batches():
     assert train_token_budget(500) == 200
 
 
+def test_threads_follow_omp_num_threads_when_it_is_set(monkeypatch):
+    """A user who sets OMP_NUM_THREADS (sharing the machine) gets that many threads;
+    unset or not a positive number, the cores the process may use."""
+    import os
+
+    import torch
+
+    from arboreal.neural.scorer import configure_threads, default_threads
+
+    cores = len(os.sched_getaffinity(0))
+    for value in ("", "0", "two"):
+        monkeypatch.setenv("OMP_NUM_THREADS", value)
+        assert default_threads() == cores
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert default_threads() == cores
+    before = torch.get_num_threads()
+    monkeypatch.setenv("OMP_NUM_THREADS", "3")
+    try:
+        configure_threads()
+        assert torch.get_num_threads() == 3
+        configure_threads(2)
+        assert torch.get_num_threads() == 2
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_bilstm_states_do_not_depend_on_padding():
     """Each sentence's states in a padded batch equal those of the sentence alone."""
     from arboreal.neural.network import BiLSTM

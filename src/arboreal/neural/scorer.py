@@ -42,15 +42,23 @@ def require_torch():
     return torch
 
 
+def default_threads() -> int:
+    """``OMP_NUM_THREADS`` when it is set to a positive number (a user sharing the
+    machine, or processes side by side, as test workers), else the cores this process
+    may use."""
+    value = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if value.isdigit() and int(value) > 0:
+        return int(value)
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
 def configure_threads(threads: int | None = None) -> None:
-    """torch's intra-op threads = the cores this process may use (or ``threads``)."""
+    """torch's intra-op threads = ``threads``, or :func:`default_threads`."""
     torch = require_torch()
-    if threads is None:
-        try:
-            threads = len(os.sched_getaffinity(0))
-        except AttributeError:
-            threads = os.cpu_count() or 1
-    torch.set_num_threads(max(1, threads))
+    torch.set_num_threads(max(1, default_threads() if threads is None else threads))
 
 
 @dataclass

@@ -7,8 +7,7 @@ import signal
 import pytest
 
 # pytest-xdist runs a worker per core: each uses one thread for torch (and the commands
-# the tests start inherit it), or the workers' threads fight over the cores (a neural
-# training took 7 times as long beside another worker as alone)
+# the tests start inherit it), or the workers' threads fight over the cores
 if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
     os.environ.setdefault("OMP_NUM_THREADS", "1")
 

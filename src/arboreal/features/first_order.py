@@ -30,13 +30,13 @@ updated). Implemented as a boolean mask over buckets consulted by the update ker
 """
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
 from numba import njit
 
+from arboreal._cores import available_cores
 from arboreal.features.clusters import NOCL
 from arboreal.features.lexical import LexicalFeatures, LexicalSentence
 from arboreal.features.hashing import (accumulate_dense_batch_kernel, accumulate_dense_kernel,
@@ -55,12 +55,6 @@ LEXICAL_ATTRS = ("word", "p5", "lemma")
 ROW_CHUNK_ARCS = 1 << 21
 
 
-def _cores() -> int:
-    """Cores this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:            # not on Linux
-        return os.cpu_count() or 1
 ATTR_INDEX = {a: i for i, a in enumerate(ATTRS)}
 LONG = ATTR_INDEX["long"]
 #: attributes whose head/modifier pairs key shared hash blocks (rare, cache-missing)
@@ -442,7 +436,7 @@ class FeatureSet:
             arc_scores_rows_kernel(enc.codes, self.table, weights, LONG, self.bits, self.spread,
                                    h0, min(h0 + rows, n + 1), out)
 
-        workers = min(len(starts), _cores())
+        workers = min(len(starts), available_cores())
         if workers <= 1:
             for h0 in starts:
                 score(h0)

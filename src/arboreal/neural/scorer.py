@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from arboreal._cores import available_cores
 from arboreal.errors import ArborealError
 from arboreal.neural.vocab import PAD, TAG_COLUMNS, UNK, Vocab, Vocabularies
 
@@ -49,10 +50,7 @@ def default_threads() -> int:
     value = os.environ.get("OMP_NUM_THREADS", "").strip()
     if value.isdigit() and int(value) > 0:
         return int(value)
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:
-        return os.cpu_count() or 1
+    return available_cores()
 
 
 def configure_threads(threads: int | None = None) -> None:

@@ -190,6 +190,70 @@ def test_save_and_load_give_identical_parses_and_tags(tiny_model):
     assert "HeadProb=" in mbr[0].misc[1]
 
 
+def test_bfloat16_parsing_stays_close_to_float32(tiny_model):
+    """The bfloat16 encoder (low_precision_copy) scores as the float32 network up to
+    bfloat16 rounding, and parses, labels and tags almost every word the same; the
+    network itself stays float32 (it is what a saved model holds)."""
+    import arboreal
+
+    _, path = tiny_model
+    loaded = arboreal.load(path)
+    scorer = loaded.scorer
+    test = blanked(blanked(read_conllu(SAMPLE / "en_ewt-sample-test.conllu")[:80], "upos"),
+                   "lemmas")
+    corpus = scorer.encode(test)
+    rows = np.arange(len(test))
+    results = {}
+    for precision in ("float32", "bfloat16"):
+        scorer.precision = precision
+        parsed = loaded.parse(test)
+        results[precision] = (scorer.arc_scores(corpus, rows),
+                              np.concatenate([s.heads[1:] for s in parsed]),
+                              np.concatenate([s.deprels[1:] for s in parsed]),
+                              np.concatenate([s.upos[1:] for s in parsed]))
+    (s32, h32, d32, u32), (s16, h16, d16, u16) = results["float32"], results["bfloat16"]
+    finite = np.isfinite(s32)
+    assert np.array_equal(finite, np.isfinite(s16)) and s16.dtype == np.float64
+    spread = s32[finite].std()
+    assert np.abs(s16[finite] - s32[finite]).max() < 0.1 * spread
+    assert not np.array_equal(s16, s32)             # the copy did run in bfloat16
+    for a, b in ((h32, h16), (d32, d16), (u32, u16)):
+        assert np.mean(a == b) > 0.97
+    assert all(p.dtype == torch.float32 for p in scorer.network.parameters())
+    with pytest.raises(ValueError, match="precision"):
+        scorer.precision = "float16"
+
+
+def test_parsing_precision_follows_the_cpu_unless_arboreal_precision_says(monkeypatch,
+                                                                          tiny_model):
+    import arboreal
+    import arboreal.neural.scorer as neural_scorer
+    from arboreal.errors import ArborealError
+
+    monkeypatch.delenv("ARBOREAL_PRECISION", raising=False)
+    for native, expected in ((True, "bfloat16"), (False, "float32")):
+        monkeypatch.setattr(neural_scorer, "native_bfloat16", lambda: native)
+        assert neural_scorer.default_precision() == expected
+        assert arboreal.load(tiny_model[1]).scorer.precision == expected
+    for value, expected in (("float32", "float32"), (" BFloat16 ", "bfloat16")):
+        monkeypatch.setenv("ARBOREAL_PRECISION", value)
+        assert neural_scorer.default_precision() == expected
+    monkeypatch.setenv("ARBOREAL_PRECISION", "half")
+    with pytest.raises(ArborealError, match="ARBOREAL_PRECISION='half'"):
+        neural_scorer.default_precision()
+
+
+def test_network_parameters_are_stored_uncompressed(tiny_model):
+    """Deflating float32 parameters saves little and slows every load."""
+    import zipfile
+
+    with zipfile.ZipFile(tiny_model[1]) as archive:
+        kinds = {i.filename: i.compress_type for i in archive.infolist()}
+    parameters = [name for name in kinds if name.startswith("nn_")]
+    assert parameters and all(kinds[n] == zipfile.ZIP_STORED for n in parameters)
+    assert kinds["__meta__.npy"] == zipfile.ZIP_DEFLATED
+
+
 def test_a_neural_model_without_torch_is_a_one_line_error(tiny_model, tmp_path):
     _, path = tiny_model
     block = tmp_path / "block"

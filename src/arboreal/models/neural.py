@@ -121,7 +121,7 @@ def train_neural(parser_class, train: list, dev: list | None, decoder: str = "cl
     each epoch's :class:`~arboreal.learn.trainer.EpochRecord`; ``save`` the trainer's state
     after each epoch and ``resume`` goes on from such a state (checkpoints,
     :meth:`~arboreal.learn.trainer.Trainer.run`)."""
-    from arboreal.neural.scorer import configure_threads, require_torch
+    from arboreal.neural.scorer import configure_threads, default_precision, require_torch
 
     configure_threads(threads)
     torch = require_torch()
@@ -201,6 +201,10 @@ def train_neural(parser_class, train: list, dev: list | None, decoder: str = "cl
         from arboreal.models.analysis import fit_temperatures
 
         parser.meta["calibration"] = fit_temperatures(parser, dev_encoded, dev)
+    if device == "cpu":
+        # training and the choice of epoch ran in float32; the parser parses as the
+        # saved model will once loaded (NeuralScorer.precision)
+        scorer.precision = default_precision()
     if interrupted is not None:
         raise TrainingInterrupted(result, parser if result.snapshot is not None else None)
     return parser

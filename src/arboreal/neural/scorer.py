@@ -53,6 +53,35 @@ def default_threads() -> int:
     return available_cores()
 
 
+PRECISIONS = ("float32", "bfloat16")
+
+
+def native_bfloat16() -> bool:
+    """Whether this CPU multiplies bfloat16 natively (AVX512-BF16 or AMX), as torch
+    reports it (False where torch cannot tell)."""
+    torch = require_torch()
+    cpu = getattr(torch, "cpu", None)
+    checks = [getattr(cpu, name, None) for name in ("_is_avx512_bf16_supported",
+                                                     "_is_amx_tile_supported")]
+    try:
+        return any(check() for check in checks if check is not None)
+    except RuntimeError:
+        return False
+
+
+def default_precision() -> str:
+    """The precision of a loaded model's parsing: ``ARBOREAL_PRECISION`` when it names
+    one of :data:`PRECISIONS`, else ``bfloat16`` on a CPU that computes it natively
+    (:func:`native_bfloat16`) and ``float32`` elsewhere."""
+    value = os.environ.get("ARBOREAL_PRECISION", "").strip().lower()
+    if value:
+        if value not in PRECISIONS:
+            raise ArborealError(f"ARBOREAL_PRECISION={value!r}: expected one of "
+                                f"{', '.join(PRECISIONS)}")
+        return value
+    return "bfloat16" if native_bfloat16() else "float32"
+
+
 def configure_threads(threads: int | None = None) -> None:
     """torch's intra-op threads = ``threads``, or :func:`default_threads`."""
     torch = require_torch()
@@ -104,18 +133,49 @@ class NeuralScorer:
         self.vocabs = vocabs
         self.pretrained_vocab = Vocab(pretrained_words or [])
         if pretrained is not None:
-            table = np.zeros((len(self.pretrained_vocab), pretrained.shape[1]), dtype=np.float32)
             rows = self.pretrained_vocab.ids(pretrained_words)
             keep = rows > UNK                       # a word spelt like a reserved entry
-            # float16, as model files store them: a saved model scores as the trained one
-            table[rows[keep]] = pretrained[keep].astype(np.float16)
-            self.pretrained = torch.from_numpy(table)
+            table = torch.zeros((len(self.pretrained_vocab), pretrained.shape[1]))
+            # rounded to float16, as model files store them: a saved model scores as the
+            # trained one (torch converts: numpy's float16 casts are several times slower)
+            table[torch.from_numpy(rows[keep])] = \
+                torch.from_numpy(np.ascontiguousarray(pretrained[keep])).half().float()
+            self.pretrained = table
         else:
             self.pretrained = None
         self.network = network if network is not None else Network(config, vocabs)
         self.lemma_lookup = dict(lemma_lookup or {})
         self._cache = None
         self.device = "cpu"
+        self._precision = "float32"
+        self._low_network = None
+
+    @property
+    def precision(self) -> str:
+        """The precision of inference: ``float32`` (training, and models built in this
+        process) or ``bfloat16`` (the encoder of :func:`~arboreal.neural.network.
+        low_precision_copy`; loaded models on a CPU with native bfloat16, see
+        :func:`default_precision`). Setting it drops the cached low-precision copy, so
+        set it again after changing the network's weights."""
+        return self._precision
+
+    @precision.setter
+    def precision(self, value: str) -> None:
+        if value not in PRECISIONS:
+            raise ValueError(f"precision {value!r}: expected one of {', '.join(PRECISIONS)}")
+        self._precision = value
+        self._low_network = None
+        self._cache = None
+
+    def _inference_network(self):
+        """The network that parsing runs: the float32 one, or its bfloat16 copy."""
+        if self._precision == "float32":
+            return self.network
+        if self._low_network is None:
+            from arboreal.neural.network import low_precision_copy
+
+            self._low_network = low_precision_copy(self.network)
+        return self._low_network
 
     def to(self, device: str) -> "NeuralScorer":
         """Move the network (and the pretrained vectors) to a torch device ("cpu",
@@ -125,6 +185,7 @@ class NeuralScorer:
         if self.pretrained is not None:
             self.pretrained = self.pretrained.to(device)
         self._cache = None
+        self._low_network = None
         return self
 
     # ------------------------------------------------------------------ facts
@@ -243,8 +304,11 @@ class NeuralScorer:
         if self._cache is not None and self._cache[0] is corpus and self._cache[1] == key:
             return self._cache[2]
         self.network.eval()
+        network = self._inference_network()
         with torch.inference_mode():
-            out = self.forward(self.batch(corpus, rows))
+            batch = self.batch(corpus, rows)
+            h = network.encode(batch)
+            out = (h, network.arc_scores(h))
         self._cache = (corpus, key, out)
         return out
 
@@ -273,7 +337,7 @@ class NeuralScorer:
             np.zeros(0, np.int64)
         with torch.inference_mode():
             dev = self.device
-            lab = self.network.label_scores(h, torch.from_numpy(bi).to(dev),
+            lab = self._inference_network().label_scores(h, torch.from_numpy(bi).to(dev),
                                             torch.from_numpy(hi).to(dev),
                                             torch.from_numpy(mi.astype(np.int64)).to(dev))
             lab = lab.double().cpu().numpy().copy()
@@ -314,13 +378,13 @@ class NeuralScorer:
         torch = require_torch()
         h, _ = self._states(corpus, rows)
         with torch.inference_mode():
-            scores = self.network.tag_scores(h)
+            scores = self._inference_network().tag_scores(h)
+            # the best class past the two reserved ids (first of equals, as numpy's)
+            best = {col: (s[..., 2:].argmax(dim=-1) + 2).cpu().numpy()
+                    for col, s in scores.items()}
         out = {}
         lengths = corpus.lengths[rows]
-        for col, s in scores.items():
-            s = s.cpu().numpy().copy()
-            s[..., :2] = -np.inf
-            ids = s.argmax(axis=-1)
+        for col, ids in best.items():
             classes = np.array(self.vocabs.tags[col].items, dtype=object)
             out[col] = [classes[ids[k, 1: int(n) + 1]] for k, n in enumerate(lengths)]
         return out
@@ -378,7 +442,7 @@ class NeuralScorer:
             words = get_string_list(arrays, "np_words")
             if array_shape(arrays, "np_vectors") != (len(words), config.pretrained_dim):
                 raise ValueError("pretrained vectors disagree with their word list")
-            pretrained = np.asarray(arrays["np_vectors"], dtype=np.float32)
+            pretrained = np.asarray(arrays["np_vectors"])      # float16, as saved
         lemma_lookup = None
         if "nl_lemma_keys" in arrays:
             from arboreal.models.tagger import get_lemma_lookup
@@ -401,6 +465,7 @@ class NeuralScorer:
             loaded[k] = torch.from_numpy(value.copy())
         scorer.network.load_state_dict(loaded)
         scorer.network.eval()
+        scorer.precision = default_precision()
         configure_threads()
         return scorer
 

@@ -49,9 +49,8 @@ FORMAT_VERSION = 1
 #: low bytes of float16 ones, which barely compress and would cost more to inflate than
 #: to read
 STORED_SUFFIX = ("_nz", "_f16_lo")
-#: members whose name starts so are stored too: a neural scorer's parameters and
-#: pretrained vectors (deflate saves under a tenth of them and costs a quarter of a
-#: second of a neural model's loading)
+#: members whose name starts so are stored too: a neural scorer's float32 parameters and
+#: float16 pretrained vectors, which barely compress either
 STORED_PREFIX = ("nn_", "np_vectors")
 
 #: Largest hashed weight vector a trainer writes: ``--hash-bits`` and FeatureSet

@@ -223,8 +223,8 @@ def low_precision_copy(network: Network) -> Network:
     """A copy of ``network`` for inference whose encoder, MLPs and embeddings compute in
     bfloat16, while the biaffine forms and tag outputs stay float32: scores keep float32
     resolution (bfloat16 has 8 significant bits: at a score of 16 its step is 0.125).
-    About 3x faster on a CPU with native bfloat16 (AVX512-BF16, AMX), slower elsewhere;
-    the scores differ from the float32 network's by bfloat16 rounding (docs/benchmarks.md,
+    Faster on a CPU with native bfloat16 (AVX512-BF16, AMX), slower elsewhere; the
+    scores differ from the float32 network's by bfloat16 rounding (docs/benchmarks.md,
     section neural_precision, measures the effect on accuracy)."""
     import copy
 

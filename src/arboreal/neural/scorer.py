@@ -337,9 +337,10 @@ class NeuralScorer:
             np.zeros(0, np.int64)
         with torch.inference_mode():
             dev = self.device
-            lab = self._inference_network().label_scores(h, torch.from_numpy(bi).to(dev),
-                                            torch.from_numpy(hi).to(dev),
-                                            torch.from_numpy(mi.astype(np.int64)).to(dev))
+            network = self._inference_network()
+            lab = network.label_scores(h, torch.from_numpy(bi).to(dev),
+                                       torch.from_numpy(hi).to(dev),
+                                       torch.from_numpy(mi.astype(np.int64)).to(dev))
             lab = lab.double().cpu().numpy().copy()
         lab[:, :2] = -np.inf                                # the reserved ids
         return lab, hi, np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
@@ -443,6 +444,8 @@ class NeuralScorer:
             if array_shape(arrays, "np_vectors") != (len(words), config.pretrained_dim):
                 raise ValueError("pretrained vectors disagree with their word list")
             pretrained = np.asarray(arrays["np_vectors"])      # float16, as saved
+            if pretrained.dtype.kind != "f":
+                raise ValueError("pretrained vectors are not floating-point numbers")
         lemma_lookup = None
         if "nl_lemma_keys" in arrays:
             from arboreal.models.tagger import get_lemma_lookup

@@ -27,8 +27,8 @@ HEADER = (
 )
 
 
-def machine_description() -> str:
-    """CPU model, core count and Python version of this machine, in one line."""
+def cpu_model() -> str:
+    """This machine's CPU model as lscpu names it (else the platform's word for it)."""
     cpu = platform.processor() or platform.machine()
     try:
         out = subprocess.run(["lscpu"], capture_output=True, text=True, check=False).stdout
@@ -37,7 +37,12 @@ def machine_description() -> str:
                 cpu = line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return f"{cpu}, {os.cpu_count()} cores, Python {platform.python_version()}"
+    return cpu
+
+
+def machine_description() -> str:
+    """CPU model, core count and Python version of this machine, in one line."""
+    return f"{cpu_model()}, {os.cpu_count()} cores, Python {platform.python_version()}"
 
 
 def command_line(script: str, argv: list[str], note: str = "") -> str:

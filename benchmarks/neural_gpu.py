@@ -36,15 +36,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from udpipe_baseline import UD, blank_tags, raw_text  # noqa: E402
+from _report import cpu_model  # noqa: E402
+from first_order import count_words  # noqa: E402
+from udpipe_baseline import UD, blank_tags, raw_text, split_path  # noqa: E402
 
 METRICS = ("Tokens", "Sentences", "Words", "UPOS", "XPOS", "UFeats", "Lemmas", "UAS", "LAS",
            "CLAS", "MLAS", "BLEX")
-
-
-def split(ud: Path, treebank: str, name: str) -> Path:
-    [path] = sorted((ud / treebank).glob(f"*-ud-{name}.conllu"))
-    return path
 
 
 class GpuPoll:
@@ -89,7 +86,8 @@ class GpuPoll:
 def run_timed(cmd: list[str], log: Path) -> dict:
     """Run ``cmd`` (its output to ``log``); wall seconds, CPU seconds and peak RSS (MiB)
     of the command (from the children's rusage: the first command this process waits
-    for, so the peak is its own)."""
+    for, so the peak is its own). Not first_order.timed: a GPU machine's image need not
+    have /usr/bin/time."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     with open(log, "w") as out:
@@ -106,27 +104,10 @@ def run_timed(cmd: list[str], log: Path) -> dict:
 def machine() -> dict:
     import torch
 
-    cpu = platform.processor() or platform.machine()
-    try:
-        for line in subprocess.run(["lscpu"], capture_output=True, text=True).stdout.splitlines():
-            if line.startswith("Model name:"):
-                cpu = line.split(":", 1)[1].strip()
-    except OSError:
-        pass
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     total = torch.cuda.get_device_properties(0).total_memory / 2**20 if gpu else None
-    return {"cpu": cpu, "cores": os.cpu_count(), "python": platform.python_version(),
+    return {"cpu": cpu_model(), "cores": os.cpu_count(), "python": platform.python_version(),
             "torch": torch.__version__, "gpu": gpu, "gpu_memory_mib": total}
-
-
-def count_words(path: Path) -> int:
-    n = 0
-    with open(path, encoding="utf-8") as f:
-        for line in f:
-            if line[:1].isdigit():
-                head = line.split("\t", 1)[0]
-                n += "-" not in head and "." not in head
-    return n
 
 
 def training_record(model: Path) -> dict:
@@ -146,7 +127,7 @@ def training_record(model: Path) -> dict:
 def run(args) -> dict:
     from arboreal.evaluation_ud import evaluate_ud
 
-    train, dev, test = (split(args.ud, args.treebank, s) for s in ("train", "dev", "test"))
+    train, dev, test = (split_path(args.treebank, s, args.ud) for s in ("train", "dev", "test"))
     work = args.work_dir
     work.mkdir(parents=True, exist_ok=True)
     model = work / f"{args.treebank}.model"

@@ -25,8 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 UD = ROOT.parent / "shared" / "data" / "ud"
 
 
-def split_path(treebank: str, split: str) -> Path:
-    [path] = sorted((UD / treebank).glob(f"*-ud-{split}.conllu"))
+def split_path(treebank: str, split: str, ud: Path = UD) -> Path:
+    [path] = sorted((ud / treebank).glob(f"*-ud-{split}.conllu"))
     return path
 
 

@@ -287,10 +287,12 @@ class NeuralScorer:
         return out
 
     # ------------------------------------------------------------------ scoring
-    def forward(self, batch: dict):
-        """(encoder states (B, N+1, H), arc scores (B, N+1, N+1) tensor)."""
-        h = self.network.encode(batch)
-        return h, self.network.arc_scores(h)
+    def forward(self, batch: dict, network=None):
+        """(encoder states (B, N+1, H), arc scores (B, N+1, N+1) tensor) of ``network``
+        (default: the trained float32 one)."""
+        network = self.network if network is None else network
+        h = network.encode(batch)
+        return h, network.arc_scores(h)
 
     @staticmethod
     def lengths(corpus: EncodedCorpus) -> np.ndarray:
@@ -304,11 +306,8 @@ class NeuralScorer:
         if self._cache is not None and self._cache[0] is corpus and self._cache[1] == key:
             return self._cache[2]
         self.network.eval()
-        network = self._inference_network()
         with torch.inference_mode():
-            batch = self.batch(corpus, rows)
-            h = network.encode(batch)
-            out = (h, network.arc_scores(h))
+            out = self.forward(self.batch(corpus, rows), self._inference_network())
         self._cache = (corpus, key, out)
         return out
 

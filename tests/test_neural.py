@@ -304,6 +304,8 @@ def test_neural_options_are_checked():
         neural_options({"dropout": 1.5})
     with pytest.raises(ArborealError, match="whole number"):
         neural_options({"lstm_layers": 1.5})
+    with pytest.raises(ArborealError, match="average must lie in"):
+        neural_options({"average": 1.0})
 
 
 def test_a_small_treebank_trains_in_smaller_batches():
@@ -371,6 +373,72 @@ def test_a_seed_makes_training_repeatable():
     sa, sb, sc = (m.scorer.network.state_dict() for m in (a, b, c))
     assert all(torch.equal(sa[k], sb[k]) for k in sa)
     assert not all(torch.equal(sa[k], sc[k]) for k in sa)
+
+
+def _tiny_learner(average: float):
+    from arboreal.learn.neural import GradientLearner
+    from arboreal.models.neural import neural_options
+    from arboreal.neural.network import NetworkConfig
+    from arboreal.neural.scorer import NeuralScorer
+    from arboreal.neural.vocab import Vocabularies
+
+    train = read_conllu(SAMPLE / "en_ewt-sample-train.conllu")[:40]
+    net, _ = neural_options(TINY)
+    torch.manual_seed(0)
+    scorer = NeuralScorer(NetworkConfig(**net), Vocabularies.build(train), None, None)
+    corpus = scorer.encode(train, with_gold=True)
+    return GradientLearner(scorer, corpus, TreeStructure.of_decoder("cle", True),
+                           token_budget=250, epochs=2, average=average)
+
+
+def test_the_kept_parameters_are_the_moving_average_of_the_steps():
+    """After step t the average is a = k a + (1 - k) p with k = min(average, t / (t + 9)):
+    checked over two steps of known parameters; the snapshot is the average, and scoring
+    a snapshot leaves the live parameters as they were."""
+    learner = _tiny_learner(0.9)
+    network = learner.scorer.network
+    start = {k: v.detach().clone() for k, v in network.named_parameters()}
+    expected = dict(start)
+    for step, shift in ((1, 1.0), (2, 3.0)):
+        with torch.no_grad():
+            for k, p in network.named_parameters():
+                p.copy_(start[k] + shift)
+        learner._update_average()
+        keep = min(0.9, step / (step + 9))
+        expected = {k: keep * expected[k] + (1 - keep) * (start[k] + shift) for k in start}
+    snapshot = learner.snapshot()
+    for k in start:
+        assert torch.allclose(snapshot[k], expected[k], atol=1e-6)
+        assert not torch.allclose(snapshot[k], start[k] + 3.0)
+    live = {k: v.detach().clone() for k, v in network.state_dict().items()}
+    with learner.parameters_of(snapshot):
+        assert all(torch.equal(network.state_dict()[k], snapshot[k]) for k in snapshot)
+    assert all(torch.equal(network.state_dict()[k], live[k]) for k in live)
+
+
+def test_without_averaging_the_snapshot_is_the_live_network():
+    learner = _tiny_learner(0.0)
+    learner.run_epoch(np.arange(learner.size), 1)
+    snapshot = learner.snapshot()
+    live = learner.scorer.network.state_dict()
+    assert learner.averaged is None
+    assert all(torch.equal(snapshot[k], live[k]) for k in live)
+
+
+def test_the_kept_epoch_parses_as_it_scored_on_dev():
+    """The dev score recorded for the kept epoch is that of the returned parser (the
+    averaged parameters are what is scored and kept, not the live ones)."""
+    from arboreal.models import Parser
+    from arboreal.models.neural import dev_scores
+
+    sentences = read_conllu(SAMPLE / "en_ewt-sample-train.conllu")
+    train, dev = sentences[:120], sentences[120:160]
+    model = Parser.train(train, dev, scorer="neural", scorer_options=dict(TINY, epochs=3),
+                         seed=0)
+    model.scorer.precision = "float32"
+    best = [r for r in model.meta["history"] if r["epoch"] == model.meta["best_epoch"]][0]
+    assert dev_scores(model, dev)["las"] == pytest.approx(best["dev_las"])
+    assert dev_scores(model, dev)["upos"] == pytest.approx(best["dev_upos"])
 
 
 def test_ctrl_c_during_neural_training_saves_the_best_epoch(tmp_path):

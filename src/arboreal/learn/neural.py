@@ -16,8 +16,17 @@ learning rate constant for the first half of the planned epochs, then falling
 exponentially, step by step, to ``decay`` times its start by the last one (a schedule
 for a CPU budget of tens of epochs, in place of Dozat & Manning's 0.75 every 5,000 steps;
 no benchmark compares the two yet).
+
+Averaging: with ``average`` > 0 the learner keeps an exponential moving average of the
+parameters (Polyak averaging, as the averaged perceptron averages its weights), updated
+after every step with the weight ``min(average, (1 + t) / (10 + t))`` on the average at
+step t (the warm-up keeps the first steps' random weights from lingering). The
+snapshots handed to the trainer, the ones scored on dev and kept, are the average; the
+steps themselves run on the live parameters.
 """
 from __future__ import annotations
+
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -53,7 +62,7 @@ class GradientLearner:
     def __init__(self, scorer: NeuralScorer, corpus: EncodedCorpus, structure: TreeStructure,
                  objective: str = "crf", learning_rate: float = 2e-3, decay: float = 0.1,
                  clip: float = 5.0, token_budget: int = TRAIN_TOKEN_BUDGET,
-                 progress=None, epochs: int = 40):
+                 progress=None, epochs: int = 40, average: float = 0.0):
         if corpus.gold is None:
             raise ValueError("the training corpus has no gold trees")
         self.scorer = scorer
@@ -65,6 +74,14 @@ class GradientLearner:
         self.clip = clip
         self.progress = progress
         params = [p for p in scorer.network.parameters() if p.requires_grad]
+        if not 0.0 <= average < 1.0:
+            raise ValueError("average must lie in [0, 1)")
+        self.average = average
+        #: the moving average of the trainable parameters (``average`` > 0), by name
+        self.averaged = {name: p.detach().clone()
+                         for name, p in scorer.network.named_parameters()
+                         if p.requires_grad} if average else None
+        self.steps = 0
         self.optimizer = torch.optim.Adam(params, lr=learning_rate, betas=(0.9, 0.9))
         half = max(1, epochs * self.size // 2)
         self.schedule = torch.optim.lr_scheduler.LambdaLR(
@@ -113,16 +130,47 @@ class GradientLearner:
             torch.nn.utils.clip_grad_norm_(self.scorer.network.parameters(), self.clip)
             self.optimizer.step()
             self.schedule.step()
+            self._update_average()
             for key, v in parts.items():
                 sums[key] = sums.get(key, 0.0) + v
         self.scorer.network.eval()
+        self.scorer.weights_changed()
         return {f"loss_{k}": round(v / max(len(order), 1), 4) for k, v in sums.items()}
 
+    def _update_average(self) -> None:
+        self.steps += 1
+        if self.averaged is None:
+            return
+        keep = min(self.average, self.steps / (self.steps + 9))
+        with torch.no_grad():
+            for name, p in self.scorer.network.named_parameters():
+                if name in self.averaged:
+                    self.averaged[name].lerp_(p, 1.0 - keep)
+
     def snapshot(self) -> dict:
-        return {k: v.detach().clone() for k, v in self.scorer.network.state_dict().items()}
+        """The parameters to score and keep (the average when averaging), copied."""
+        state = self.scorer.network.state_dict()
+        if self.averaged is not None:
+            state = {**state, **self.averaged}
+        return {k: v.detach().clone() for k, v in state.items()}
+
+    @contextmanager
+    def parameters_of(self, snapshot: dict):
+        """The network holds ``snapshot`` inside the block, its live parameters again
+        after it (to score a snapshot on dev between steps)."""
+        if self.averaged is None:
+            yield
+            return
+        live = {k: v.detach().clone() for k, v in self.scorer.network.state_dict().items()}
+        self.restore(snapshot)
+        try:
+            yield
+        finally:
+            self.restore(live)
 
     def restore(self, snapshot: dict) -> None:
         self.scorer.network.load_state_dict(snapshot)
+        self.scorer.weights_changed()
 
     # ------------------------------------------------------------------ checkpoints
     def snapshot_state(self, snapshot: dict) -> dict:
@@ -139,17 +187,25 @@ class GradientLearner:
         dropout masks)."""
         optimizer = self.optimizer.state_dict()
         out = {"network": self.snapshot_state(self.scorer.network.state_dict()),
+               "steps": self.steps,
                "optimizer": {"state": {str(k): {n: _array(v) for n, v in s.items()}
                                        for k, s in optimizer["state"].items()},
                              "param_groups": optimizer["param_groups"]},
                "schedule": self.schedule.state_dict(),
                "torch_rng": torch.get_rng_state().numpy()}
+        if self.averaged is not None:
+            out["averaged"] = self.snapshot_state(self.averaged)
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             out["cuda_rng"] = [s.numpy() for s in torch.cuda.get_rng_state_all()]
         return out
 
     def load_state(self, state: dict) -> None:
         self.restore(self.snapshot_from_state(state["network"]))
+        self.steps = int(state.get("steps", 0))
+        if self.averaged is not None and "averaged" in state:
+            device = self.scorer.device
+            self.averaged = {k: v.to(device)
+                             for k, v in self.snapshot_from_state(state["averaged"]).items()}
         opt = state["optimizer"]
         self.optimizer.load_state_dict(
             {"state": {int(k): {n: _tensor(v) for n, v in s.items()}

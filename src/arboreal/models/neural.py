@@ -29,6 +29,10 @@ TRAINING_DEFAULTS = {
     "learning_rate": 2e-3,
     "decay": 0.1,
     "clip": 5.0,
+    #: weight of the moving average of the parameters on its past at each step; the
+    #: average is what is scored on dev and kept (0: the live parameters;
+    #: :class:`~arboreal.learn.neural.GradientLearner`)
+    "average": 0.999,
     #: 0: chosen by the treebank's size (:func:`arboreal.learn.neural.train_token_budget`)
     "batch_words": 0,
     "min_word_count": 2,
@@ -64,6 +68,8 @@ def neural_options(options: dict) -> tuple[dict, dict]:
     for key in ("dropout", "word_dropout"):
         if key in net and not net[key] < 1:
             raise ArborealError(f"neural scorer option {key} must lie in [0, 1)")
+    if not train["average"] < 1:
+        raise ArborealError("neural scorer option average must lie in [0, 1)")
     for key in ("lstm_layers", "lstm_dim", "arc_dim", "label_dim", "word_dim", "char_dim",
                 "char_embedding_dim", "tag_hidden"):
         if key in net and net[key] < 1:
@@ -169,16 +175,20 @@ def train_neural(parser_class, train: list, dev: list | None, decoder: str = "cl
         opts["batch_words"] = train_token_budget(int(corpus.lengths.sum()))
     learner = GradientLearner(scorer, corpus, structure, opts["objective"],
                               opts["learning_rate"], opts["decay"], opts["clip"],
-                              opts["batch_words"], progress, opts["epochs"])
+                              opts["batch_words"], progress, opts["epochs"], opts["average"])
     parser = parser_class(scorer, decoder, single_root)
     dev_encoded = scorer.encode(dev) if dev else None
-    evaluate = (lambda snapshot, epoch: dev_scores(parser, dev, dev_encoded)) if dev else None
+
+    def evaluate(snapshot, epoch):
+        with learner.parameters_of(snapshot):
+            return dev_scores(parser, dev, dev_encoded)
+
     trainer = Trainer(opts["epochs"], seed, opts["patience"] if dev else None, max_seconds,
                       log)
     t_setup = time.perf_counter() - t0
     interrupted = None
     try:
-        result = trainer.run(learner, evaluate, resume=resume, save=save)
+        result = trainer.run(learner, evaluate if dev else None, resume=resume, save=save)
     except TrainingInterrupted as stop:
         result = interrupted = stop.result
     if result.snapshot is not None:

@@ -155,8 +155,7 @@ class NeuralScorer:
         """The precision of inference: ``float32`` (training, and models built in this
         process) or ``bfloat16`` (the encoder of :func:`~arboreal.neural.network.
         low_precision_copy`; loaded models on a CPU with native bfloat16, see
-        :func:`default_precision`). Setting it drops the cached low-precision copy, so
-        set it again after changing the network's weights."""
+        :func:`default_precision`). Setting it drops the cached low-precision copy."""
         return self._precision
 
     @precision.setter
@@ -164,6 +163,12 @@ class NeuralScorer:
         if value not in PRECISIONS:
             raise ValueError(f"precision {value!r}: expected one of {', '.join(PRECISIONS)}")
         self._precision = value
+        self._low_network = None
+        self._cache = None
+
+    def weights_changed(self) -> None:
+        """Drop what was computed from the network's weights (the low-precision copy and
+        the last batch's states); call it after changing them."""
         self._low_network = None
         self._cache = None
 

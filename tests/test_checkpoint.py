@@ -171,14 +171,15 @@ def test_resume_refuses_another_training_and_checkpoint_a_used_folder(files, tmp
 
 
 def test_the_neural_scorer_resumes_to_the_uninterrupted_model(files, tmp_path):
-    """On the CPU, where torch computes the same numbers in every run: the network,
-    Adam's state, the schedule and torch's generator come back from the checkpoint."""
+    """On the CPU, where torch computes the same numbers in every run: the network, the
+    moving average of its parameters, Adam's state, the schedule and torch's generator
+    come back from the checkpoint."""
     pytest.importorskip("torch")
     argv = ["train", str(files / "small.conllu"), "--dev", str(files / "dev.conllu"),
             "--scorer", "neural", "--epochs", "3", "--no-tokenizer", "--quiet",
             *[a for o in ("lstm_dim=16", "lstm_layers=1", "arc_dim=16", "label_dim=8",
                           "char_dim=8", "char_embedding_dim=8", "word_dim=16",
-                          "tag_hidden=8", "batch_words=200")
+                          "tag_hidden=8", "batch_words=200", "average=0.9")
               for a in ("--scorer-option", o)]]
     ref = tmp_path / "ref.model"
     assert main([*argv, "-o", str(ref)]) == 0

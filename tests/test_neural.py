@@ -425,16 +425,17 @@ def test_without_averaging_the_snapshot_is_the_live_network():
     assert all(torch.equal(snapshot[k], live[k]) for k in live)
 
 
-def test_the_kept_epoch_parses_as_it_scored_on_dev():
-    """The dev score recorded for the kept epoch is that of the returned parser (the
-    averaged parameters are what is scored and kept, not the live ones)."""
+@pytest.mark.parametrize("average", [0.0, 0.9])
+def test_the_kept_epoch_parses_as_it_scored_on_dev(average):
+    """The dev score recorded for the kept epoch is that of the returned parser (with
+    averaging, the averaged parameters are what is scored and kept, not the live ones)."""
     from arboreal.models import Parser
     from arboreal.models.neural import dev_scores
 
     sentences = read_conllu(SAMPLE / "en_ewt-sample-train.conllu")
     train, dev = sentences[:120], sentences[120:160]
-    model = Parser.train(train, dev, scorer="neural", scorer_options=dict(TINY, epochs=3),
-                         seed=0)
+    model = Parser.train(train, dev, scorer="neural",
+                         scorer_options=dict(TINY, epochs=3, average=average), seed=0)
     model.scorer.precision = "float32"
     best = [r for r in model.meta["history"] if r["epoch"] == model.meta["best_epoch"]][0]
     assert dev_scores(model, dev)["las"] == pytest.approx(best["dev_las"])

@@ -29,10 +29,11 @@ TRAINING_DEFAULTS = {
     "learning_rate": 2e-3,
     "decay": 0.1,
     "clip": 5.0,
-    #: weight of the moving average of the parameters on its past at each step; the
-    #: average is what is scored on dev and kept (0: the live parameters;
-    #: :class:`~arboreal.learn.neural.GradientLearner`)
-    "average": 0.999,
+    #: weight of the moving average of the parameters on its past at each step, the
+    #: average then being what is scored on dev and kept (:class:`~arboreal.learn.neural.
+    #: GradientLearner`); 0: the live parameters. Off by default: on EWT, 0.999 gained
+    #: on dev and lost on test (docs/benchmarks-archive.md, neural_pipeline_average)
+    "average": 0.0,
     #: 0: chosen by the treebank's size (:func:`arboreal.learn.neural.train_token_budget`)
     "batch_words": 0,
     "min_word_count": 2,

@@ -428,7 +428,9 @@ def test_without_averaging_the_snapshot_is_the_live_network():
 @pytest.mark.parametrize("average", [0.0, 0.9])
 def test_the_kept_epoch_parses_as_it_scored_on_dev(average):
     """The dev score recorded for the kept epoch is that of the returned parser (with
-    averaging, the averaged parameters are what is scored and kept, not the live ones)."""
+    averaging, the averaged parameters are what is scored and kept, not the live ones).
+    The dev set is one parsing batch, so encoder states cached from an earlier epoch or
+    from the live parameters would be reused if a step or a restore left them."""
     from arboreal.models import Parser
     from arboreal.models.neural import dev_scores
 

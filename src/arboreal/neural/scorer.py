@@ -163,8 +163,7 @@ class NeuralScorer:
         if value not in PRECISIONS:
             raise ValueError(f"precision {value!r}: expected one of {', '.join(PRECISIONS)}")
         self._precision = value
-        self._low_network = None
-        self._cache = None
+        self.weights_changed()
 
     def weights_changed(self) -> None:
         """Drop what was computed from the network's weights (the low-precision copy and
@@ -189,8 +188,7 @@ class NeuralScorer:
         self.network.to(device)
         if self.pretrained is not None:
             self.pretrained = self.pretrained.to(device)
-        self._cache = None
-        self._low_network = None
+        self.weights_changed()
         return self
 
     # ------------------------------------------------------------------ facts

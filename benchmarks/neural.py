@@ -63,9 +63,9 @@ def _no_tagger_speed(model_path: Path, blank: Path, repeats: int = 3) -> float:
 _tagger_speed = pipeline.tagger_speed
 
 
-def training_summary(model_path: Path) -> dict:
-    """The parser's training record in a model file: best epoch, epochs run, why
-    training stopped and the words per batch ({} when the file holds none)."""
+def parser_record(model_path: Path) -> dict:
+    """The part of a model file's metadata that holds the parser's training (its
+    ``best_epoch``, ``history`` and ``training``; {} when the file holds none)."""
     from arboreal.io.model_file import load_model_file
 
     meta, _ = load_model_file(model_path)
@@ -74,17 +74,25 @@ def training_summary(model_path: Path) -> dict:
         node = todo.pop()
         if isinstance(node, dict):
             if "best_epoch" in node and "history" in node:
-                training = node.get("training", {})
-                training = training if isinstance(training, dict) else {}
-                options = training.get("options", {})
-                return {"best_epoch": node["best_epoch"], "epochs": len(node["history"]),
-                        "stopped": training.get("stopped"),
-                        "batch_words": options.get("batch_words")
-                        if isinstance(options, dict) else None}
+                return node
             todo.extend(node.values())
         elif isinstance(node, list):
             todo.extend(node)
     return {}
+
+
+def training_summary(model_path: Path) -> dict:
+    """The parser's training record in a model file: best epoch, epochs run, why
+    training stopped and the words per batch ({} when the file holds none)."""
+    node = parser_record(model_path)
+    if not node:
+        return {}
+    training = node.get("training", {})
+    training = training if isinstance(training, dict) else {}
+    options = training.get("options", {})
+    return {"best_epoch": node["best_epoch"], "epochs": len(node["history"]),
+            "stopped": training.get("stopped"),
+            "batch_words": options.get("batch_words") if isinstance(options, dict) else None}
 
 
 def table(r: dict) -> str:

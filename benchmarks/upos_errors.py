@@ -1,5 +1,6 @@
 """Where a tagger's UPOS errors are: accuracy and share of the errors by how often each
-test word (lower-cased, as the neural scorer looks words up) was seen in training.
+test word (lower-cased, as the neural scorer looks words up) was seen in training, and
+the most frequent confusions (gold tag, predicted tag).
 
 Classes: seen at least ``--min-count`` times (the neural scorer's own word vectors;
 default 2, its ``min_word_count``), seen fewer times (unknown to the network's word
@@ -9,6 +10,7 @@ table), unseen with a pretrained vector among the first ``--max-vectors`` of
 
     python benchmarks/upos_errors.py --train TRAIN.conllu --gold TEST.conllu
         --system SYSTEM.conllu [--vectors VECTORS] [--max-vectors 100000] [--min-count 2]
+        [--confusions 10]
 """
 from __future__ import annotations
 
@@ -25,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--vectors", type=Path, default=None)
     ap.add_argument("--max-vectors", type=int, default=100_000)
     ap.add_argument("--min-count", type=int, default=2)
+    ap.add_argument("--confusions", type=int, default=10, help="how many confusions to list")
     args = ap.parse_args(argv)
     from arboreal.io.conllu import read_conllu
 
@@ -40,13 +43,15 @@ def main(argv: list[str] | None = None) -> int:
         raise SystemExit("the system output's words are not the gold ones")
     names = (f"seen >= {args.min_count} times", f"seen 1..{args.min_count - 1} times",
              "unseen, with a vector", "unseen, no vector")
-    right, wrong = Counter(), Counter()
+    right, wrong, confusions = Counter(), Counter(), Counter()
     for g, p in zip(gold, system):
         for form, a, b in zip(g.forms[1:], g.upos[1:], p.upos[1:]):
             n = counts[form.lower()]
             kind = names[0] if n >= args.min_count else names[1] if n else \
                 names[2] if form.lower() in vectors else names[3]
             (right if a == b else wrong)[kind] += 1
+            if a != b:
+                confusions[a, b] += 1
     errors = sum(wrong.values())
     print("| test words | words | UPOS right | share of the errors |")
     print("|---|---:|---:|---:|")
@@ -55,6 +60,11 @@ def main(argv: list[str] | None = None) -> int:
         if n:
             print(f"| {kind} | {n:,} | {100 * right[kind] / n:.2f}% | "
                   f"{100 * wrong[kind] / max(errors, 1):.1f}% |")
+    print(f"\n{errors:,} errors; the most frequent confusions:\n")
+    print("| gold UPOS | predicted | errors | share of the errors |")
+    print("|---|---|---:|---:|")
+    for (a, b), n in confusions.most_common(args.confusions):
+        print(f"| {a} | {b} | {n:,} | {100 * n / max(errors, 1):.1f}% |")
     return 0
 
 

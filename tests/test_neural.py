@@ -403,6 +403,8 @@ def test_the_kept_parameters_are_the_moving_average_of_the_steps():
         with torch.no_grad():
             for k, p in network.named_parameters():
                 p.copy_(start[k] + shift)
+        learner.optimizer.step()      # no gradients: a step that moves nothing
+        learner.schedule.step()       # counts the step, as run_epoch does
         learner._update_average()
         keep = min(0.9, step / (step + 9))
         expected = {k: keep * expected[k] + (1 - keep) * (start[k] + shift) for k in start}

@@ -81,7 +81,6 @@ class GradientLearner:
         self.averaged = {name: p.detach().clone()
                          for name, p in scorer.network.named_parameters()
                          if p.requires_grad} if average else None
-        self.steps = 0
         self.optimizer = torch.optim.Adam(params, lr=learning_rate, betas=(0.9, 0.9))
         half = max(1, epochs * self.size // 2)
         self.schedule = torch.optim.lr_scheduler.LambdaLR(
@@ -138,10 +137,10 @@ class GradientLearner:
         return {f"loss_{k}": round(v / max(len(order), 1), 4) for k, v in sums.items()}
 
     def _update_average(self) -> None:
-        self.steps += 1
         if self.averaged is None:
             return
-        keep = min(self.average, self.steps / (self.steps + 9))
+        steps = self.schedule.last_epoch     # the steps taken so far, this one included
+        keep = min(self.average, steps / (steps + 9))
         with torch.no_grad():
             for name, p in self.scorer.network.named_parameters():
                 if name in self.averaged:
@@ -187,7 +186,6 @@ class GradientLearner:
         dropout masks)."""
         optimizer = self.optimizer.state_dict()
         out = {"network": self.snapshot_state(self.scorer.network.state_dict()),
-               "steps": self.steps,
                "optimizer": {"state": {str(k): {n: _array(v) for n, v in s.items()}
                                        for k, s in optimizer["state"].items()},
                              "param_groups": optimizer["param_groups"]},
@@ -201,7 +199,6 @@ class GradientLearner:
 
     def load_state(self, state: dict) -> None:
         self.restore(self.snapshot_from_state(state["network"]))
-        self.steps = int(state.get("steps", 0))
         if self.averaged is not None and "averaged" in state:
             device = self.scorer.device
             self.averaged = {k: v.to(device)

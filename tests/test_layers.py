@@ -22,6 +22,9 @@ RULES = {
                  "integrations"),
     # learning never reads files and never touches a cluster
     "learn": ("io", "distributed", "cli", "server", "server_workers", "integrations"),
+    # a scorer never imports the models that hold it, nor the learners that train it
+    "neural": ("learn", "models", "cli", "server", "server_workers", "distributed",
+               "integrations"),
 }
 
 

@@ -143,7 +143,7 @@ def test_lemmas_of_training_words_are_looked_up_before_the_rule(tiny_model):
     the linear tagger's do; the network's lemma rule serves the other words. The lookup
     travels in the model file."""
     import arboreal
-    from arboreal.models.tagger import apply_rule
+    from arboreal.features.lemmas import apply_rule
 
     model, path = tiny_model
     loaded = arboreal.load(path)

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 from arboreal.cli import main
 from arboreal.errors import ArborealError
 from arboreal.io.conllu import read_conllu, write_conllu
-from arboreal.models.tagger import Tagger, apply_rule, lemma_rule
+from arboreal.features.lemmas import apply_rule, lemma_rule
+from arboreal.models.tagger import Tagger
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample"
 TAGS = ("upos", "xpos", "feats", "lemmas")

@@ -81,9 +81,9 @@ def neural_options(options: dict) -> tuple[dict, dict]:
 
 
 def _lemma_lookup(train: list) -> dict:
-    """The lemmas of the training words (:func:`arboreal.models.tagger.build_lemma_lookup`,
+    """The lemmas of the training words (:func:`arboreal.features.lemmas.build_lemma_lookup`,
     with FEATS where the treebank has them); empty where it has no lemmas."""
-    from arboreal.models.tagger import build_lemma_lookup
+    from arboreal.features.lemmas import build_lemma_lookup
 
     column = [v for s in train for v in s.lemmas[1:].tolist()]
     if all(v == "_" for v in column):

@@ -54,7 +54,7 @@ def _tag_values(column: str, sentence, values: np.ndarray, lemma_lookup: dict) -
     rule applied to the form; other classes as they are."""
     if column != "lemmas":
         return values
-    from arboreal.models.tagger import lookup_lemmas
+    from arboreal.features.lemmas import lookup_lemmas
 
     return np.array(lookup_lemmas(lemma_lookup, sentence.forms[1:].tolist(),
                                   sentence.upos[1:].tolist(), sentence.feats[1:].tolist(),

@@ -117,7 +117,7 @@ class NeuralScorer:
 
     ``pretrained_words`` / ``pretrained`` (V, D) float32: frozen vectors (row 0 zeros for
     words without one), or None. ``lemma_lookup``: the training words' lemmas, used before
-    the predicted lemma rule (:func:`arboreal.models.tagger.build_lemma_lookup`; empty
+    the predicted lemma rule (:func:`arboreal.features.lemmas.build_lemma_lookup`; empty
     without lemmas).
     """
 
@@ -412,7 +412,7 @@ class NeuralScorer:
             put_strings(arrays, "np_words", self.pretrained_vocab.items[2:])
             arrays["np_vectors"] = self.pretrained[2:].cpu().numpy().astype(np.float16)
         if self.lemma_lookup:
-            from arboreal.models.tagger import put_lemma_lookup
+            from arboreal.features.lemmas import put_lemma_lookup
 
             put_lemma_lookup(arrays, "nl_lemma", self.lemma_lookup)
         meta["neural"] = {"config": self.config.as_dict(), "parameters": names,
@@ -450,7 +450,7 @@ class NeuralScorer:
                 raise ValueError("pretrained vectors are not floating-point numbers")
         lemma_lookup = None
         if "nl_lemma_keys" in arrays:
-            from arboreal.models.tagger import get_lemma_lookup
+            from arboreal.features.lemmas import get_lemma_lookup
 
             lemma_lookup = get_lemma_lookup(arrays, "nl_lemma")
         scorer = cls(config, vocabs, words, pretrained, lemma_lookup=lemma_lookup)

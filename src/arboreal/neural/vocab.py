@@ -26,8 +26,8 @@ CLASS_UNDERSCORE = ("upos", "xpos", "feats")
 
 def lemma_class(form: str, lemma: str) -> str:
     """The lemma column's class of a word: its edit rule (see
-    :func:`arboreal.models.tagger.lemma_rule`)."""
-    from arboreal.models.tagger import lemma_rule
+    :func:`arboreal.features.lemmas.lemma_rule`)."""
+    from arboreal.features.lemmas import lemma_rule
 
     return lemma_rule(form, lemma)
 

@@ -23,7 +23,7 @@ The role (duck-typed; :class:`Scorer` documents it):
 * ``labels``: the label strings; ``reads_tags``; ``tag_columns`` and
   ``predict_tags(encoded, rows) -> {column: [values (n,)]}`` for the tags it predicts;
   ``lemma_lookup``: (form, UPOS key) -> lemma, used before a predicted lemma rule
-  (:func:`arboreal.models.tagger.lookup_lemmas`; empty where it predicts no lemmas);
+  (:func:`arboreal.features.lemmas.lookup_lemmas`; empty where it predicts no lemmas);
 * ``put(meta, arrays)`` and ``from_file(fields, arrays)`` (classmethod): model files.
 
 Scorers trained by gradient also offer ``forward`` (torch); linear scorers expose their

@@ -56,3 +56,18 @@ def model_home(tmp_path, monkeypatch):
     monkeypatch.setattr(names, "installed_models",
                         lambda: {k: v for k, v in everywhere().items() if k not in already})
     return home
+
+
+@pytest.fixture
+def server():
+    """A model index server on 127.0.0.1 (tests/_index_server.py)."""
+    import threading
+
+    from _index_server import ModelServer
+
+    srv = ModelServer()
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()

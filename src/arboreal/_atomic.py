@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import secrets
 import stat
+import time
 from pathlib import Path
 from typing import BinaryIO, Callable
 
@@ -56,6 +58,62 @@ def _user_error(exc: OSError, path: str | os.PathLike, replacing: bool = False) 
     if replacing and exc.errno in NO_SPACE:
         message += " (nothing was written; the file is unchanged)"
     return OSError(exc.errno, message, os.fspath(path))
+
+
+#: a temporary file or folder: ``.NAME.PID-RANDOM.tmp`` (or ``.part``), the pid of the
+#: process that made it telling whether it can still be in use
+_TEMPORARY_NAME = re.compile(r"\.(?P<name>.+)\.(?P<pid>\d+)-[0-9a-f]{12}\.(?:tmp|part)")
+#: when this process started (its own temporary files are never stale to it)
+_STARTED = time.time()
+
+
+def temporary_name(name: str, suffix: str) -> str:
+    """A fresh hidden name for a temporary file or folder beside ``name``: it holds this
+    process's id, so that a later run can tell one left by a dead process
+    (:func:`remove_stale`) from one still being written."""
+    return f".{name}.{os.getpid()}-{secrets.token_hex(6)}{suffix}"
+
+
+def _alive(pid: int) -> bool:
+    if pid == os.getpid():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True                    # another user's process: alive
+    return True
+
+
+def remove_stale(folder: str | os.PathLike, name: str | None = None) -> list[str]:
+    """Remove the temporary files and folders in ``folder`` (those of ``name`` only,
+    when given) that a process which has died left behind (killed with SIGKILL, say):
+    their pid is not running and they are older than this command's start. Returns the
+    names removed. Errors are ignored: another run may remove the same ones."""
+    removed = []
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return removed
+    for entry in entries:
+        match = _TEMPORARY_NAME.fullmatch(entry.name)
+        if match is None or (name is not None and match.group("name") != name):
+            continue
+        try:
+            if entry.stat(follow_symlinks=False).st_mtime >= _STARTED \
+                    or _alive(int(match.group("pid"))):
+                continue
+            if entry.is_dir(follow_symlinks=False):
+                import shutil
+
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+            removed.append(entry.name)
+        except OSError:
+            continue
+    return removed
 
 
 def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -> None:
@@ -101,7 +159,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -
     tmp = ""
     try:
         for _ in range(_NAME_TRIES):
-            tmp = os.path.join(target.parent, f".{target.name}.{secrets.token_hex(6)}.tmp")
+            tmp = os.path.join(target.parent, temporary_name(target.name, ".tmp"))
             try:
                 fd = os.open(tmp, _TEMPORARY_FLAGS, 0o600)
                 break
@@ -115,6 +173,7 @@ def atomic_write(path: str | os.PathLike, write: Callable[[BinaryIO], object]) -
             os.fsync(f.fileno())
         os.chmod(tmp, mode)
         os.replace(tmp, target)
+        remove_stale(target.parent, target.name)
     except BaseException as exc:
         if tmp:
             try:

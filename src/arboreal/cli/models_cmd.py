@@ -51,9 +51,17 @@ def model_cards() -> list[dict]:
 
 
 def run(args) -> int:
+    import logging
+
+    from arboreal._atomic import remove_stale
     from arboreal.models.cards import describe
     from arboreal.models.names import cache_folder
 
+    stale = remove_stale(cache_folder())
+    if stale:
+        logging.getLogger("arboreal").info(
+            "removed %d partial download(s) left in %s by runs that died: %s", len(stale),
+            cache_folder(), ", ".join(stale))
     cards = model_cards()
     if args.json:
         print(json.dumps(cards, indent=2, sort_keys=True, ensure_ascii=False))

@@ -502,6 +502,10 @@ def iter_blocks(path_or_file: PathOrFile, chunk_bytes: int = _CHUNK_BYTES,
             if not block:
                 eof = True
                 data, pending = pending, b""
+            elif b"\0" in block:     # binary input (e.g. /dev/zero): said before reading on
+                at = (pending + block).index(b"\0")
+                raise FormatError(name, line + (pending + block).count(b"\n", 0, at),
+                                  "control character U+0000 in the line (binary input?)")
             else:
                 # the search starts where a separator could first end, so a long block
                 # arriving in many reads is not searched over and over

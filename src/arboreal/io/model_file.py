@@ -27,6 +27,7 @@ import lzma
 import math
 import os
 import re
+import stat
 import struct
 import tokenize
 import zipfile
@@ -38,7 +39,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from arboreal._atomic import atomic_write
-from arboreal.errors import ModelError
+from arboreal.errors import ArborealError, ModelError
 
 
 FORMAT = "arboreal-model"
@@ -170,12 +171,17 @@ class ModelArrays(Mapping):
         self._headers = headers
         self._cache: dict[str, np.ndarray] = {}
         self._archive = archive
+        #: the open file the archive reads (closed with it)
+        self._handle = None
 
     def close(self) -> None:
         """Close the archive kept open since the headers were read (idempotent)."""
         archive, self._archive = self._archive, None
         if archive is not None:
             archive.close()
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            handle.close()
 
     def shape(self, name: str) -> tuple[int, ...]:
         """The declared shape of member ``name`` (KeyError if there is none)."""
@@ -234,7 +240,7 @@ def _what_it_is(path: str) -> str:
         with open(path, "rb") as f:
             head = f.read(4096)
         (head[:head.rfind(b"\n") + 1] or head).decode("utf-8")   # whole lines
-    except (OSError, UnicodeDecodeError):
+    except (OSError, UnicodeDecodeError, ArborealError):   # binary: no more to say
         return ""
     if b"\0" in head:
         return ""
@@ -307,6 +313,30 @@ def _member_headers(path: str, zf: zipfile.ZipFile) -> dict:
     return headers
 
 
+def _open_regular(path: str):
+    """``path`` opened for reading if it is a regular file (symbolic links followed),
+    else ModelError at once: a device (``/dev/zero``), FIFO or socket is never read (a
+    FIFO is opened without waiting for a writer, to be refused)."""
+    def nonblocking(name, flags):
+        return os.open(name, flags | getattr(os, "O_NONBLOCK", 0))
+
+    try:
+        f = open(path, "rb", opener=nonblocking)
+    except OSError as exc:
+        raise ModelError(f"{path}: cannot be read ({exc.strerror})") from None
+    info = os.fstat(f.fileno())
+    if not stat.S_ISREG(info.st_mode):
+        f.close()
+        kind = ("a character device" if stat.S_ISCHR(info.st_mode) else
+                "a block device" if stat.S_ISBLK(info.st_mode) else
+                "a FIFO (named pipe)" if stat.S_ISFIFO(info.st_mode) else
+                "a socket" if stat.S_ISSOCK(info.st_mode) else "not a regular file")
+        raise ModelError(f"{path}: is {kind}, not a model file")
+    if hasattr(os, "set_blocking"):
+        os.set_blocking(f.fileno(), True)
+    return f
+
+
 def load_model_file(path: str | os.PathLike) -> tuple[dict, ModelArrays]:
     """Read a model file: ``(meta, arrays)``; ModelError naming the file on any problem.
 
@@ -318,20 +348,23 @@ def load_model_file(path: str | os.PathLike) -> tuple[dict, ModelArrays]:
         raise ModelError(f"{path}: no such model file")
     if os.path.isdir(path):
         raise ModelError(f"{path}: is a directory, not a model file")
+    handle = _open_regular(path)
     zf = None   # stays open for the arrays' reads, until ModelArrays.close
     try:
-        if not zipfile.is_zipfile(path):
+        if not zipfile.is_zipfile(handle):
             raise ModelError(f"{path}: not an arboreal model file{_what_it_is(path)}")
-        zf = zipfile.ZipFile(path)
+        zf = zipfile.ZipFile(handle)
         headers = _member_headers(path, zf)
     except BaseException as exc:
         if zf is not None:
             zf.close()
+        handle.close()
         if isinstance(exc, _ZIP_ERRORS) and not isinstance(exc, ModelError):
             raise ModelError(f"{path}: not a readable arboreal model file "
                              f"({exc.__class__.__name__}: {exc})") from None
         raise
     arrays = ModelArrays(path, headers, zf)
+    arrays._handle = handle          # the file the archive reads, closed with it
     try:
         return _checked_meta(path, arrays)
     except BaseException:

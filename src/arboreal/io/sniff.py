@@ -119,8 +119,23 @@ def sniff(source, name: str | None = None) -> tuple[str, int, bytes | None, "str
     if isinstance(source, (str, os.PathLike)) and str(source) != "-" \
             and os.path.isfile(source):
         with open(source, "rb") as f:
-            return (*classify(_head(f)), source)
+            head = _head(f)
+        return (*_classify_text(head, name or _source_name(source)), source)
     stream, own = open_binary(source)
     head = _head(stream)
+    kind = _classify_text(head, name or _source_name(source))
     replay = io.BufferedReader(_Replay(head, stream, name or _source_name(source), own))
-    return (*classify(head), replay)
+    return (*kind, replay)
+
+
+def _classify_text(head: bytes, name: str) -> tuple[str, int, bytes | None]:
+    """:func:`classify`, with a NUL byte in an input that is not a model file a
+    FormatError first (binary input: a device such as ``/dev/zero`` is not read on)."""
+    kind = classify(head)
+    if kind[0] != MODEL and b"\0" in head:
+        from arboreal.errors import FormatError
+
+        at = head.index(b"\0")
+        raise FormatError(name, head.count(b"\n", 0, at) + 1,
+                          "control character U+0000 in the line (binary input?)")
+    return kind

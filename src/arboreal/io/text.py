@@ -16,6 +16,28 @@ from arboreal.io.sentence import Sentence
 _CONTROL = re.compile("[\x00-\x08\x0e-\x1b\x7f]")
 
 
+#: a line is read this many bytes at a time (a NUL is found before a long line is read)
+_LINE_PIECE = 1 << 20
+
+
+def _read_line(f, name: str, number: int) -> bytes:
+    """One line of ``f`` (b"" at the end), read a piece at a time: FormatError at once
+    for a NUL byte (binary input, such as ``/dev/zero``), else at most
+    MAX_SENTENCE_BYTES + 1 bytes."""
+    parts, size = [], 0
+    while True:
+        piece = f.readline(min(_LINE_PIECE, MAX_SENTENCE_BYTES + 1 - size))
+        if isinstance(piece, str):
+            piece = piece.encode("utf-8")
+        if b"\0" in piece:
+            raise FormatError(name, number, "control character U+0000 in the line "
+                                            "(binary input?)")
+        parts.append(piece)
+        size += len(piece)
+        if not piece or piece.endswith(b"\n") or size > MAX_SENTENCE_BYTES:
+            return b"".join(parts)
+
+
 def _lines(path_or_file, name: str) -> Iterator[tuple[int, bytes]]:
     """(line number, bytes without the line end) of a byte stream, each line at most
     MAX_SENTENCE_BYTES long (FormatError otherwise)."""
@@ -23,12 +45,10 @@ def _lines(path_or_file, name: str) -> Iterator[tuple[int, bytes]]:
     try:
         number = 0
         while True:
-            line = f.readline(MAX_SENTENCE_BYTES + 1)
-            if isinstance(line, str):
-                line = line.encode("utf-8")
+            number += 1
+            line = _read_line(f, name, number)
             if not line:
                 return
-            number += 1
             if len(line) > MAX_SENTENCE_BYTES and not line.endswith(b"\n"):
                 raise FormatError(name, number, f"line longer than {MAX_SENTENCE_BYTES >> 20} "
                                   "MiB (one sentence per line is expected)")

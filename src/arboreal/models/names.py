@@ -22,9 +22,9 @@ import difflib
 import importlib.util
 import os
 import re
-import sys
 from pathlib import Path
 
+from arboreal._home import arboreal_home
 from arboreal.errors import ModelError
 
 #: the entry-point group of installed model packages (as spaCy's ``spacy_models``)
@@ -45,22 +45,9 @@ def check_name(name: str) -> str:
 
 
 def model_home() -> Path:
-    """The local model cache: ``$ARBOREAL_HOME`` when set, else the platform's user cache
-    folder: ``$XDG_CACHE_HOME/arboreal`` (default ``~/.cache/arboreal``) on Linux and
-    other Unix systems, ``~/Library/Caches/arboreal`` on macOS,
-    ``%LOCALAPPDATA%\\arboreal\\Cache`` on Windows (the folders platformdirs gives)."""
-    home = os.environ.get("ARBOREAL_HOME")
-    if home:
-        return Path(home).expanduser()
-    if sys.platform == "win32":
-        base = os.environ.get("LOCALAPPDATA") or str(Path.home() / "AppData" / "Local")
-        return Path(base) / "arboreal" / "Cache"
-    if sys.platform == "darwin":
-        return Path.home() / "Library" / "Caches" / "arboreal"
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    # the XDG spec: a relative path is invalid and ignored
-    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
-    return base / "arboreal"
+    """The local model cache: :func:`arboreal._home.arboreal_home` (``$ARBOREAL_HOME``
+    when set, else the platform's user cache folder)."""
+    return arboreal_home()
 
 
 def cache_folder() -> Path:

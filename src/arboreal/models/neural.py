@@ -13,6 +13,8 @@ Dask and spaCy paths serve it.
 """
 from __future__ import annotations
 
+import logging
+import os
 import time
 from dataclasses import fields as dataclass_fields
 from typing import Callable
@@ -38,7 +40,17 @@ TRAINING_DEFAULTS = {
     "batch_words": 0,
     "min_word_count": 2,
     "max_pretrained": 100_000,
+    #: with --encoder: how a word's pieces are pooled ("mean" or "first")
+    "encoder_pooling": "mean",
+    #: with --encoder: train the transformer's weights too (they are then stored in the
+    #: model file) at their own learning rate, warmed up linearly over that fraction of
+    #: the steps; off: the transformer stays frozen, and the model file names it
+    "fine_tune": False,
+    "encoder_learning_rate": 5e-5,
+    "encoder_warmup": 0.1,
 }
+#: sizes of the network that the data decide, not options
+DERIVED_SIZES = ("pretrained_dim", "encoder_states", "encoder_hidden")
 
 
 def neural_options(options: dict) -> tuple[dict, dict]:
@@ -49,20 +61,27 @@ def neural_options(options: dict) -> tuple[dict, dict]:
     sizes = {f.name: f.default for f in dataclass_fields(NetworkConfig)}
     net, train = {}, dict(TRAINING_DEFAULTS)
     for key, value in options.items():
-        if key in sizes and key != "pretrained_dim":
+        if key in sizes and key not in DERIVED_SIZES:
             target, default = net, sizes[key]
         elif key in TRAINING_DEFAULTS:
             target, default = train, TRAINING_DEFAULTS[key]
         else:
-            choices = sorted([k for k in sizes if k != "pretrained_dim"] + list(TRAINING_DEFAULTS))
+            choices = sorted([k for k in sizes if k not in DERIVED_SIZES]
+                             + list(TRAINING_DEFAULTS))
             raise ArborealError(f"unknown neural scorer option {key!r}; choose from "
                                 f"{', '.join(choices)}")
+        lowest = -1 if key == "encoder_layer" else 0
         if isinstance(default, str):
             if not isinstance(value, str):
                 raise ArborealError(f"neural scorer option {key} takes a name")
-        elif isinstance(default, int) and not isinstance(default, bool):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ArborealError(f"neural scorer option {key} takes a whole number >= 0")
+        elif isinstance(default, bool):
+            if value not in (0, 1):
+                raise ArborealError(f"neural scorer option {key} takes true or false")
+            value = bool(value)
+        elif isinstance(default, int):
+            if not isinstance(value, int) or isinstance(value, bool) or value < lowest:
+                raise ArborealError(f"neural scorer option {key} takes a whole number "
+                                    f">= {lowest}")
         elif not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0:
             raise ArborealError(f"neural scorer option {key} takes a number >= 0")
         target[key] = value
@@ -71,12 +90,16 @@ def neural_options(options: dict) -> tuple[dict, dict]:
             raise ArborealError(f"neural scorer option {key} must lie in [0, 1)")
     if not train["average"] < 1:
         raise ArborealError("neural scorer option average must lie in [0, 1)")
-    for key in ("lstm_layers", "lstm_dim", "arc_dim", "label_dim", "word_dim", "char_dim",
+    for key in ("lstm_dim", "arc_dim", "label_dim", "word_dim", "char_dim",
                 "char_embedding_dim", "tag_hidden"):
         if key in net and net[key] < 1:
             raise ArborealError(f"neural scorer option {key} must be at least 1")
     if train["epochs"] < 1:
         raise ArborealError("neural scorer option epochs must be at least 1")
+    if train["encoder_pooling"] not in ("mean", "first"):
+        raise ArborealError("neural scorer option encoder_pooling takes mean or first")
+    if not train["encoder_warmup"] <= 1:
+        raise ArborealError("neural scorer option encoder_warmup must lie in [0, 1]")
     return net, train
 
 
@@ -93,6 +116,50 @@ def _lemma_lookup(train: list) -> dict:
     feats = [x for s in train for x in s.feats[1:].tolist()]
     return build_lemma_lookup(forms, upos, column,
                               None if all(x == "_" for x in feats) else feats)
+
+
+def _pretrained_encoder(name: str | None, opts: dict):
+    """(the transformer encoder named ``name``, its record for the model file), or (None,
+    None) without one."""
+    if name is None:
+        return None, None
+    from pathlib import Path
+
+    from arboreal.neural.transformer import PretrainedEncoder, locate_encoder
+
+    source = locate_encoder(name)
+    encoder = PretrainedEncoder(source.folder, pooling=opts["encoder_pooling"])
+    record = {"name": source.name, "sha256": source.sha256,
+              "pooling": opts["encoder_pooling"], "fine_tuned": bool(opts["fine_tune"]),
+              "requires": source.requirement}
+    if Path(name).expanduser().exists():
+        record["name"] = record["path"] = str(Path(name).expanduser().resolve())
+    return encoder, record
+
+
+#: a frozen encoder's states are kept for the training and dev data when they take at
+#: most this fraction of the memory available
+ENCODER_STATE_MEMORY = 0.5
+
+
+def _precompute_encoder_states(scorer, corpora: list) -> None:
+    """Compute a frozen encoder's word states of ``corpora`` once (each epoch then
+    gathers them), if they fit in :data:`ENCODER_STATE_MEMORY` of the memory available;
+    else they are computed batch by batch, with a warning."""
+    if scorer.encoder is None or scorer.fine_tuned:
+        return
+    need = sum(scorer.encoder_state_bytes(c) for c in corpora)
+    try:
+        free = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        free = None
+    if free is not None and need > ENCODER_STATE_MEMORY * free:
+        logging.getLogger("arboreal").warning(
+            "the encoder's states of the training data (%.1f GB) do not fit in memory: "
+            "computing them in every batch (slower)", need / 1e9)
+        return
+    for corpus in corpora:
+        scorer.compute_encoder_states(corpus)
 
 
 def dev_scores(parser, dev: list, encoded=None) -> dict:
@@ -121,10 +188,14 @@ def train_neural(parser_class, train: list, dev: list | None, decoder: str = "cl
                  options: dict | None = None, max_seconds: float | None = None,
                  threads: int | None = None, device: str = "cpu",
                  progress: Callable | None = None, log: Callable | None = None,
-                 resume: dict | None = None, save: Callable[[dict], None] | None = None):
+                 resume: dict | None = None, save: Callable[[dict], None] | None = None,
+                 encoder: str | None = None):
     """A parser of class ``parser_class`` whose scorer is neural, trained on ``train``
     (and its best epoch chosen on ``dev``); see the module docstring. ``options``: the
-    network's sizes and the training options (:func:`neural_options`). ``log`` receives
+    network's sizes and the training options (:func:`neural_options`). ``encoder``: a
+    pretrained transformer under the network (a model folder, a zip of one or a name,
+    :func:`arboreal.neural.transformer.locate_encoder`), frozen unless the option
+    ``fine_tune`` is on; a frozen one's states are computed once, before the epochs. ``log`` receives
     each epoch's :class:`~arboreal.learn.trainer.EpochRecord`; ``save`` the trainer's state
     after each epoch and ``resume`` goes on from such a state (checkpoints,
     :meth:`~arboreal.learn.trainer.Trainer.run`)."""
@@ -156,11 +227,18 @@ def train_neural(parser_class, train: list, dev: list | None, decoder: str = "cl
         from arboreal.neural.embeddings import read_embeddings
 
         words, vectors = read_embeddings(embeddings, opts["max_pretrained"])
+    transformer, record = _pretrained_encoder(encoder, opts)
     config = NetworkConfig(**net_options,
-                           pretrained_dim=0 if vectors is None else vectors.shape[1])
+                           pretrained_dim=0 if vectors is None else vectors.shape[1],
+                           encoder_states=transformer.states if transformer else 0,
+                           encoder_hidden=transformer.hidden if transformer else 0)
+    if transformer is not None and config.encoder_layer >= config.encoder_states:
+        raise ArborealError(f"neural scorer option encoder_layer: the encoder has states "
+                            f"0..{config.encoder_states - 1}")
     vocabs = Vocabularies.build(train, min_word_count=opts["min_word_count"],
                                 tag_input=bool(config.tag_dim))
-    scorer = NeuralScorer(config, vocabs, words, vectors, lemma_lookup=_lemma_lookup(train))
+    scorer = NeuralScorer(config, vocabs, words, vectors, lemma_lookup=_lemma_lookup(train),
+                          encoder=transformer, encoder_record=record)
     scorer.to(device)
     structure = TreeStructure.of_decoder(decoder, single_root)
     gold = train
@@ -172,13 +250,15 @@ def train_neural(parser_class, train: list, dev: list | None, decoder: str = "cl
         gold = [s.with_tree(h, s.deprels) if not np.array_equal(h, s.heads) else s
                 for s, h in zip(train, heads)]
     corpus = scorer.encode(gold, with_gold=True)
+    dev_encoded = scorer.encode(dev) if dev else None
+    _precompute_encoder_states(scorer, [c for c in (corpus, dev_encoded) if c is not None])
     if not opts["batch_words"]:
         opts["batch_words"] = train_token_budget(int(corpus.lengths.sum()))
     learner = GradientLearner(scorer, corpus, structure, opts["objective"],
                               opts["learning_rate"], opts["decay"], opts["clip"],
-                              opts["batch_words"], progress, opts["epochs"], opts["average"])
+                              opts["batch_words"], progress, opts["epochs"], opts["average"],
+                              opts["encoder_learning_rate"], opts["encoder_warmup"])
     parser = parser_class(scorer, decoder, single_root)
-    dev_encoded = scorer.encode(dev) if dev else None
 
     def evaluate(snapshot, epoch):
         with learner.parameters_of(snapshot):
@@ -199,6 +279,8 @@ def train_neural(parser_class, train: list, dev: list | None, decoder: str = "cl
                      "seed": seed, "network": config.as_dict(), "options": opts,
                      "embeddings": None if embeddings is None else
                      {"file": str(embeddings).rsplit("/", 1)[-1], "words": len(words)},
+                     "encoder": None if record is None else
+                     {k: record[k] for k in ("name", "sha256", "fine_tuned")},
                      "train_sentences": len(train), "dev_sentences": len(dev) if dev else 0,
                      **({"stopped": result.stopped} if result.stopped else {}),
                      "order": 1},

@@ -61,7 +61,7 @@ HASHED_ONLY = ("learner", "learner_options", "order", "parts", "part_templates",
                "hash_bits", "feature_cutoff", "top_words", "label_epochs", "label_bits",
                "label_feature_bits", "projectivize", "lexical_templates",
                *HIGHER_ORDER_OPTIONS)
-NEURAL_ONLY = ("scorer_options", "embeddings", "max_seconds", "device")
+NEURAL_ONLY = ("scorer_options", "embeddings", "encoder", "max_seconds", "device")
 
 
 @dataclass
@@ -100,7 +100,7 @@ class TrainingConfig:
 
     Neural models (``scorer="neural"``): ``scorer_options`` (sizes and training
     options, :mod:`arboreal.models.neural`; ``epochs`` and ``patience`` go there too),
-    ``embeddings``, ``max_seconds``, ``device``.
+    ``embeddings``, ``encoder`` (a pretrained transformer), ``max_seconds``, ``device``.
     """
 
     scorer: str = "hashed"
@@ -133,6 +133,7 @@ class TrainingConfig:
     memory_budget: float | None = DEFAULT_BUDGET
     scorer_options: dict = field(default_factory=dict)
     embeddings: str | None = None
+    encoder: str | None = None
     max_seconds: float | None = None
     device: str = "cpu"
 
@@ -289,7 +290,7 @@ def train_parser(cls, train_sentences: list, dev: list | None, config: TrainingC
                             config.single_root, config.seed, config.embeddings, options,
                             config.max_seconds, device=config.device, progress=progress,
                             log=log, resume=None if saved is None else saved["trainer"],
-                            save=save)
+                            save=save, encoder=config.encoder)
     return _LinearTraining(cls, train_sentences, dev, config, progress, log, mixing, clusters,
                            lexicon, checkpoint, saved).run()
 

@@ -59,7 +59,7 @@ def _record_hash(data: bytes) -> str:
     return f"sha256={digest.decode('ascii')}"
 
 
-def _metadata(name: str, version: str, card: dict, requires: str) -> str:
+def _metadata(name: str, version: str, card: dict, requires: str | list[str]) -> str:
     from arboreal.models.cards import describe
 
     summary = card.get("description") or f"arboreal model {name}"
@@ -67,7 +67,8 @@ def _metadata(name: str, version: str, card: dict, requires: str) -> str:
              f"Summary: {' '.join(str(summary).split())}"]
     if card.get("license"):
         lines.append(f"License: {' '.join(str(card['license']).split())}")
-    lines += ["Requires-Python: >=3.10", f"Requires-Dist: {requires}",
+    requires = [requires] if isinstance(requires, str) else list(requires)
+    lines += ["Requires-Python: >=3.10", *(f"Requires-Dist: {r}" for r in requires),
               "Description-Content-Type: text/plain", "",
               f"The arboreal model {name!r}: arboreal.load({name!r}) or "
               f"'arboreal parse {name} INPUT' once installed.", "",
@@ -88,9 +89,10 @@ def _init_py(name: str, version: str) -> str:
 
 
 def write_wheel(out_dir: str | Path, name: str, version: str, model_bytes: bytes,
-                card_text: str, card: dict, requires: str) -> Path:
+                card_text: str, card: dict, requires: str | list[str]) -> Path:
     """Write the wheel of model ``name`` into ``out_dir`` (created if missing), atomically;
-    returns its path. ``requires``: the Requires-Dist of arboreal itself."""
+    returns its path. ``requires``: its Requires-Dist (arboreal itself, with the extras
+    and packages the model needs)."""
     from arboreal._atomic import atomic_write
 
     module = module_name(name)

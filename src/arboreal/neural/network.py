@@ -9,7 +9,13 @@ Encoder (Kiperwasser & Goldberg 2016; Dozat & Manning 2017), per word position 0
 * a character CNN over the word's characters (``char_dim`` filters of widths 2-4,
   max-pooled), computed once per distinct word of a batch;
 * optionally an embedding of the input UPOS (``tag_dim`` > 0);
-* a BiLSTM of ``lstm_layers`` layers of ``lstm_dim`` units per direction.
+* optionally the word states of a pretrained transformer
+  (:class:`~arboreal.neural.transformer.PretrainedEncoder`, ``encoder_states`` S > 0
+  states of ``encoder_hidden`` units): a learned scalar mix of the S states
+  (:class:`ScalarMix`; ``encoder_layer`` >= 0 takes that one state instead), projected
+  to ``encoder_dim`` units;
+* a BiLSTM of ``lstm_layers`` layers of ``lstm_dim`` units per direction; with
+  ``lstm_layers=0`` the features above go to the scorers directly.
 
 Scorers: ``arc[b, h, m] = e_h^T W d_m + e_h^T u`` with MLPs ``e`` (head) and ``d``
 (dependent) of ``arc_dim`` units (the score convention of :mod:`arboreal.inference`);
@@ -47,6 +53,13 @@ class NetworkConfig:
     word_dropout: float = 0.25
     #: size of the pretrained vectors (0: none)
     pretrained_dim: int = 0
+    #: hidden states (layers + 1) and their width of the pretrained transformer (0: none)
+    encoder_states: int = 0
+    encoder_hidden: int = 0
+    #: the transformer's mixed states are projected to this many units
+    encoder_dim: int = 256
+    #: -1: a learned scalar mix of every state; k >= 0: state k alone (0 the embeddings)
+    encoder_layer: int = -1
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -77,6 +90,20 @@ class CharCNN(nn.Module):
             y = y.masked_fill(pad, float("-inf")).amax(dim=2)
             outs.append(torch.relu(torch.nan_to_num(y, neginf=0.0)))
         return torch.cat(outs, dim=1)
+
+
+class ScalarMix(nn.Module):
+    """A softmax-weighted sum of S states, times a learned scale (Peters et al. 2018):
+    x (..., S, D) -> (..., D); the weights start equal."""
+
+    def __init__(self, states: int):
+        super().__init__()
+        self.weights = nn.Parameter(torch.zeros(states))
+        self.gamma = nn.Parameter(torch.ones(()))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        w = torch.softmax(self.weights, dim=0).to(x.dtype)
+        return self.gamma.to(x.dtype) * torch.einsum("...sd,s->...d", x, w)
 
 
 class BiLSTM(nn.Module):
@@ -159,10 +186,18 @@ class Network(nn.Module):
         if c.tag_dim:
             self.tag_embed = nn.Embedding(len(vocabs.input_tags), c.tag_dim, padding_idx=PAD)
             n_in += c.tag_dim
+        if c.encoder_states:
+            if c.encoder_layer < 0:
+                self.encoder_mix = ScalarMix(c.encoder_states)
+            self.encoder_proj = nn.Linear(c.encoder_hidden, c.encoder_dim)
+            n_in += c.encoder_dim
+        #: a fine-tuned transformer (:meth:`attach_encoder`), trained and saved with the
+        #: network; a frozen one stays outside it (the scorer's)
+        self.encoder = None
         self.root = nn.Parameter(torch.randn(n_in) * 0.1)
-        self.lstm = BiLSTM(n_in, c.lstm_dim, c.lstm_layers, c.dropout)
+        self.lstm = BiLSTM(n_in, c.lstm_dim, c.lstm_layers, c.dropout) if c.lstm_layers else None
         self.dropout = nn.Dropout(c.dropout)
-        h = 2 * c.lstm_dim
+        h = 2 * c.lstm_dim if c.lstm_layers else n_in
         self.arc_head = _mlp(h, c.arc_dim, c.dropout)
         self.arc_dep = _mlp(h, c.arc_dim, c.dropout)
         self.arc_biaffine = Biaffine(c.arc_dim, c.arc_dim, 1, bias_x=False, bias_y=True)
@@ -192,11 +227,28 @@ class Network(nn.Module):
         parts = [x, chars]
         if self.config.tag_dim:
             parts.append(self.tag_embed(batch["input_tags"]))
+        if self.config.encoder_states:
+            parts.append(self.encoder_proj(self.mixed_states(batch["encoder_states"])))
         x = torch.cat(parts, dim=-1)
         B = x.shape[0]
         x = torch.cat([self.root.expand(B, 1, -1), x], dim=1)       # position 0: the root
         x = self.dropout(x)
+        if self.lstm is None:
+            return x
         return self.dropout(self.lstm(x, batch["lengths"] + 1))
+
+    def mixed_states(self, states: torch.Tensor) -> torch.Tensor:
+        """(B, N, S, D) transformer states -> (B, N, D) in the network's precision."""
+        states = states.to(self.encoder_proj.weight.dtype)
+        if self.config.encoder_layer >= 0:
+            return states[:, :, self.config.encoder_layer]
+        return self.encoder_mix(states)
+
+    def attach_encoder(self, encoder: nn.Module) -> None:
+        """Make ``encoder`` part of the network: trained (its weights unfrozen) and saved
+        with it."""
+        encoder.requires_grad_(True)
+        self.encoder = encoder
 
     # ------------------------------------------------------------------ outputs
     def arc_scores(self, h: torch.Tensor) -> torch.Tensor:

@@ -27,6 +27,10 @@ MAX_WORD_CHARS = 30
 #: a batch of the parser holds at most this many words (memory and speed: bucketed by
 #: length under this budget)
 PARSE_TOKEN_BUDGET = 4000
+#: the names of a fine-tuned transformer's parameters in the network's state
+ENCODER_PREFIX = "encoder.model."
+#: pieces per transformer pass when a frozen encoder's states are computed ahead
+FORWARD_PIECE_BUDGET = 4096
 
 
 def require_torch():
@@ -96,7 +100,11 @@ class EncodedCorpus:
     form_ids (W,) each word's row in the form table; table_words / table_pretrained (F,)
     ids of each distinct form; table_chars (F, C) its character ids (PAD-padded);
     input_tags (W,) UPOS input ids (zeros when unused); gold: column -> (W,) class ids
-    (heads and deprels too) when the sentences carry them, else None.
+    (heads and deprels too) when the sentences carry them, else None. With a transformer
+    encoder: piece_offsets (F+1,) and piece_ids (P,), the word pieces of each distinct
+    form (:meth:`PieceTokenizer.pieces <arboreal.neural.transformer.PieceTokenizer.
+    pieces>`), and encoder_states (W, S, D), a frozen encoder's word states computed
+    once (:meth:`NeuralScorer.compute_encoder_states`; None: computed per batch).
     """
 
     lengths: np.ndarray
@@ -107,6 +115,9 @@ class EncodedCorpus:
     table_chars: np.ndarray
     input_tags: np.ndarray
     gold: dict | None
+    piece_offsets: np.ndarray | None = None
+    piece_ids: np.ndarray | None = None
+    encoder_states: object = None
 
     def __len__(self) -> int:
         return len(self.lengths)
@@ -118,14 +129,22 @@ class NeuralScorer:
     ``pretrained_words`` / ``pretrained`` (V, D) float32: frozen vectors (row 0 zeros for
     words without one), or None. ``lemma_lookup``: the training words' lemmas, used before
     the predicted lemma rule (:func:`arboreal.features.lemmas.build_lemma_lookup`; empty
-    without lemmas).
+    without lemmas). ``encoder``: a pretrained transformer
+    (:class:`~arboreal.neural.transformer.PretrainedEncoder`) and ``encoder_record`` what
+    the model file says of it (name, sha256 of its weights, pooling, whether it is
+    fine-tuned, the distribution that bundles it). A frozen encoder computes in the
+    precision of :func:`default_precision` throughout, training included, so that the
+    states a model was trained on are those it parses with; a fine-tuned one is part of
+    the network (:meth:`Network.attach_encoder
+    <arboreal.neural.network.Network.attach_encoder>`).
     """
 
     kind = "neural"
 
     def __init__(self, config, vocabs: Vocabularies, pretrained_words: list[str] | None = None,
                  pretrained: np.ndarray | None = None, network=None,
-                 lemma_lookup: dict[tuple[str, str], str] | None = None):
+                 lemma_lookup: dict[tuple[str, str], str] | None = None,
+                 encoder=None, encoder_record: dict | None = None):
         torch = require_torch()
         from arboreal.neural.network import Network
 
@@ -149,6 +168,20 @@ class NeuralScorer:
         self.device = "cpu"
         self._precision = "float32"
         self._low_network = None
+        self.encoder = encoder
+        self.encoder_record = dict(encoder_record or {})
+        if encoder is not None:
+            if self.fine_tuned:
+                if self.network.encoder is None:
+                    self.network.attach_encoder(encoder)
+            else:
+                encoder.to(getattr(torch, default_precision()))
+                encoder.eval()
+
+    @property
+    def fine_tuned(self) -> bool:
+        """Whether the transformer encoder is trained with the network."""
+        return bool(self.encoder_record.get("fine_tuned"))
 
     @property
     def precision(self) -> str:
@@ -181,11 +214,19 @@ class NeuralScorer:
             self._low_network = low_precision_copy(self.network)
         return self._low_network
 
+    def _inference_encoder(self):
+        """The transformer that parsing runs (None without one)."""
+        if self.encoder is None:
+            return None
+        return self._inference_network().encoder if self.fine_tuned else self.encoder
+
     def to(self, device: str) -> "NeuralScorer":
         """Move the network (and the pretrained vectors) to a torch device ("cpu",
         "cuda", ...); batches are built there, scores come back to the CPU."""
         self.device = device
         self.network.to(device)
+        if self.encoder is not None:
+            self.encoder.to(device)
         if self.pretrained is not None:
             self.pretrained = self.pretrained.to(device)
         self.weights_changed()
@@ -229,6 +270,9 @@ class NeuralScorer:
         input_tags = (self.vocabs.input_tags.ids([t for s in sentences
                                                   for t in s.upos[1:].tolist()])
                       if self.config.tag_dim else np.zeros(len(flat_forms), dtype=np.int64))
+        piece_offsets = piece_ids = None
+        if self.encoder is not None:
+            piece_offsets, piece_ids = self.encoder.tokenizer.pieces(forms)
         gold = None
         if with_gold:
             from arboreal.neural.vocab import lemma_class
@@ -250,7 +294,41 @@ class NeuralScorer:
                     ids[np.array([v == "_" for v in values], dtype=bool)] = PAD
                 gold[col] = ids
         return EncodedCorpus(lengths, starts, form_ids, self.vocabs.words.ids(lower),
-                             self.pretrained_vocab.ids(lower), chars, input_tags, gold)
+                             self.pretrained_vocab.ids(lower), chars, input_tags, gold,
+                             piece_offsets, piece_ids)
+
+    def encoder_state_bytes(self, corpus: EncodedCorpus) -> int:
+        """Bytes that :meth:`compute_encoder_states` would hold for ``corpus``."""
+        if self.encoder is None:
+            return 0
+        item = 2 if default_precision() == "bfloat16" else 4
+        return int(corpus.lengths.sum()) * self.encoder.states * self.encoder.hidden * item
+
+    def compute_encoder_states(self, corpus: EncodedCorpus) -> None:
+        """Run a frozen transformer over ``corpus`` once and keep its word states in it
+        (``corpus.encoder_states``, (W, S, D) in the encoder's precision), so that
+        training epochs and dev scoring gather them instead of running it again.
+        O(words x the model's cost per piece); memory :meth:`encoder_state_bytes`."""
+        torch = require_torch()
+        if self.encoder is None or self.fine_tuned:
+            return
+        total = int(corpus.lengths.sum())
+        out = torch.empty((total, self.encoder.states, self.encoder.hidden),
+                          dtype=next(self.encoder.parameters()).dtype)
+        counts = corpus.piece_offsets[1:] - corpus.piece_offsets[:-1]
+        pieces = np.add.reduceat(counts[corpus.form_ids], corpus.starts[:-1]) \
+            if total else np.zeros(len(corpus), np.int64)
+        pieces = np.where(corpus.lengths > 0, pieces, 0)
+        with torch.inference_mode():
+            for rows in token_batches(pieces + 2, FORWARD_PIECE_BUDGET):
+                rows = np.sort(rows)
+                words = np.concatenate([np.arange(corpus.starts[r], corpus.starts[r + 1])
+                                        for r in rows])
+                states = self.encoder(self.encoder.inputs(
+                    corpus.piece_offsets, corpus.piece_ids, corpus.form_ids[words],
+                    corpus.lengths[rows]), self.device)
+                out[torch.from_numpy(words)] = states.cpu()
+        corpus.encoder_states = out
 
     def batch(self, corpus: EncodedCorpus, rows: np.ndarray) -> dict:
         """The padded tensors of sentences ``rows`` of ``corpus`` (see
@@ -281,6 +359,15 @@ class NeuralScorer:
             out["pretrained"] = torch.nn.functional.embedding(tensor(pre), self.pretrained)
         if self.config.tag_dim:
             out["input_tags"] = tensor(np.where(valid, corpus.input_tags[flat], PAD))
+        if self.encoder is not None:
+            out["encoder_valid"] = valid
+            if corpus.encoder_states is not None and not self.fine_tuned:
+                out["encoder_states"] = self._scatter(
+                    corpus.encoder_states[torch.from_numpy(flat[valid])], valid)
+            else:
+                out["encoder_inputs"] = self.encoder.inputs(
+                    corpus.piece_offsets, corpus.piece_ids, corpus.form_ids[flat[valid]],
+                    lengths)
         if corpus.gold is not None:
             for key, values in corpus.gold.items():
                 fill = -1 if key == "heads" else PAD
@@ -289,11 +376,26 @@ class NeuralScorer:
                 out["gold_" + key] = g
         return out
 
+    def _scatter(self, states, valid: np.ndarray):
+        """(W, S, D) word states -> (B, N, S, D), zeros in padding."""
+        torch = require_torch()
+        mask = torch.from_numpy(valid).to(states.device)
+        out = states.new_zeros((*valid.shape, *states.shape[1:]))
+        out[mask] = states
+        return out.to(self.device)
+
     # ------------------------------------------------------------------ scoring
     def forward(self, batch: dict, network=None):
         """(encoder states (B, N+1, H), arc scores (B, N+1, N+1) tensor) of ``network``
-        (default: the trained float32 one)."""
+        (default: the trained float32 one). A batch without ``encoder_states`` gets them
+        from the transformer first (with gradients when it is fine-tuned and training)."""
         network = self.network if network is None else network
+        if "encoder_inputs" in batch and "encoder_states" not in batch:
+            torch = require_torch()
+            encoder = network.encoder if self.fine_tuned else self.encoder
+            with torch.set_grad_enabled(self.fine_tuned and torch.is_grad_enabled()):
+                states = encoder(batch["encoder_inputs"], self.device)
+            batch = dict(batch, encoder_states=self._scatter(states, batch["encoder_valid"]))
         h = network.encode(batch)
         return h, network.arc_scores(h)
 
@@ -401,8 +503,13 @@ class NeuralScorer:
         from arboreal.io.model_file import put_strings
 
         state = self.network.state_dict()
-        names = []
+        names, encoder_names = [], []
         for k, v in state.items():
+            if k.startswith(ENCODER_PREFIX):     # a fine-tuned transformer: float16
+                encoder_names.append(k[len(ENCODER_PREFIX):])
+                arrays["nt_" + encoder_names[-1].replace(".", "__")] = \
+                    v.detach().cpu().to(require_torch().float16).numpy()
+                continue
             key = "nn_" + k.replace(".", "__")
             arrays[key] = v.detach().cpu().numpy().astype(np.float32)
             names.append(k)
@@ -417,6 +524,15 @@ class NeuralScorer:
             put_lemma_lookup(arrays, "nl_lemma", self.lemma_lookup)
         meta["neural"] = {"config": self.config.as_dict(), "parameters": names,
                           "tag_columns": self.tag_columns}
+        if self.encoder is not None:
+            record = {k: v for k, v in self.encoder_record.items() if k != "files"}
+            if self.fine_tuned:
+                import json
+
+                arrays["ntfiles"] = np.frombuffer(json.dumps(self.encoder.files).encode(),
+                                                  dtype=np.uint8)
+                record["parameters"] = encoder_names
+            meta["neural"]["encoder"] = record
 
     @classmethod
     def from_file(cls, fields, arrays) -> "NeuralScorer":
@@ -433,9 +549,12 @@ class NeuralScorer:
             raise section.fail("config", f"unknown sizes {sorted(set(raw) - set(known))}")
         config = NetworkConfig(**raw)
         for key, value in config.as_dict().items():
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or value < 0 \
+            if not isinstance(value, (int, float)) or isinstance(value, bool) \
+                    or value < (-1 if key == "encoder_layer" else 0) \
                     or value > (1 if key.endswith("dropout") else 1 << 16):
                 raise section.fail("config", f"bad size {key}={value!r}")
+        if config.encoder_states and config.encoder_layer >= config.encoder_states:
+            raise section.fail("config", "encoder_layer beyond the encoder's states")
         lists = {name: get_string_list(arrays, "nv_" + name)
                  for name in ("words", "chars", "deprels", "input_tags",
                               *(f"tag_{c}" for c in TAG_COLUMNS))}
@@ -453,8 +572,11 @@ class NeuralScorer:
             from arboreal.features.lemmas import get_lemma_lookup
 
             lemma_lookup = get_lemma_lookup(arrays, "nl_lemma")
-        scorer = cls(config, vocabs, words, pretrained, lemma_lookup=lemma_lookup)
-        state = scorer.network.state_dict()
+        encoder, record = _encoder_of_file(section, arrays, config)
+        scorer = cls(config, vocabs, words, pretrained, lemma_lookup=lemma_lookup,
+                     encoder=encoder, encoder_record=record)
+        state = {k: v for k, v in scorer.network.state_dict().items()
+                 if not k.startswith(ENCODER_PREFIX)}
         names = section.strings("parameters", max_items=1024)
         if set(names) != set(state):
             raise section.fail("parameters", "do not match the network of these sizes")
@@ -468,11 +590,73 @@ class NeuralScorer:
             if not np.isfinite(value).all():
                 raise ValueError(f"parameter {k} holds inf or NaN")
             loaded[k] = torch.from_numpy(value.copy())
-        scorer.network.load_state_dict(loaded)
+        scorer.network.load_state_dict(loaded, strict=scorer.network.encoder is None)
         scorer.network.eval()
         scorer.precision = default_precision()
         configure_threads()
         return scorer
+
+
+def _encoder_of_file(section, arrays, config):
+    """(the transformer encoder, its record) of a model file's ``neural`` section, or
+    (None, None): a frozen one located by name and checked by the sha256 of its
+    weights (ArborealError saying what to install where it is not found), a
+    fine-tuned one built from the stored files and float16 weights."""
+    record = section.section("encoder").data if section.has("encoder") else None
+    if record is None:
+        if config.encoder_states:
+            raise section.fail("config", "names a transformer encoder the file lacks")
+        return None, None
+    if not isinstance(record.get("name"), str) \
+            or not isinstance(record.get("pooling", "mean"), str):
+        raise section.fail("encoder", "not an encoder record")
+    from arboreal.neural.transformer import PretrainedEncoder, locate_encoder
+
+    pooling = record.get("pooling", "mean")
+    if record.get("fine_tuned"):
+        torch = require_torch()
+        from arboreal.io.model_file import array_shape
+
+        import json
+
+        try:
+            files = json.loads(np.asarray(arrays["ntfiles"], dtype=np.uint8).tobytes())
+        except (KeyError, ValueError, UnicodeDecodeError):
+            files = None
+        names = record.get("parameters")
+        if not isinstance(files, dict) or "config.json" not in files \
+                or not isinstance(names, list) or len(names) > 100_000:
+            raise section.fail("encoder", "a fine-tuned encoder without its files")
+        state = {}
+        for name in names:
+            key = "nt_" + str(name).replace(".", "__")
+            if key not in arrays:
+                raise ValueError(f"encoder parameter {name} is missing")
+            array_shape(arrays, key)
+            value = np.asarray(arrays[key])
+            if value.dtype.kind != "f" or not np.isfinite(value).all():
+                raise ValueError(f"encoder parameter {name} is not finite floats")
+            state[name] = torch.from_numpy(value.astype(np.float32))
+        encoder = PretrainedEncoder(files=files, state=state, pooling=pooling)
+    else:
+        sha = record.get("sha256")
+        if not isinstance(sha, str) or len(sha) != 64:
+            raise section.fail("encoder", "no sha256 of the encoder's weights")
+        source = None
+        path = record.get("path")
+        if isinstance(path, str):
+            try:
+                source = locate_encoder(path, sha, download=False)
+            except ArborealError:
+                source = None
+        if source is None:
+            source = locate_encoder(record["name"], sha)
+        encoder = PretrainedEncoder(source.folder, pooling=pooling)
+    if (encoder.states, encoder.hidden) != (config.encoder_states, config.encoder_hidden):
+        raise section.fail("encoder", f"has {encoder.states} states of {encoder.hidden} "
+                                      f"units, the network expects "
+                                      f"{config.encoder_states} of {config.encoder_hidden}")
+    return encoder, record
 
 
 def token_batches(lengths: np.ndarray, budget: int, order: np.ndarray | None = None

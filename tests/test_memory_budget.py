@@ -142,6 +142,30 @@ def test_sentences_over_a_tiny_budget_fall_back_to_first_order(models, order):
     assert ho.last_fallbacks == 0
 
 
+def test_a_sentence_parsed_in_pieces_counts_once_as_a_fallback(models, monkeypatch):
+    """A sentence over MAX_WORDS is parsed in pieces; when its pieces fall back to first
+    order, the count (and the warning of 'arboreal parse') says one sentence, not one
+    per piece."""
+    import arboreal.models.pieces as pieces
+
+    model = models[2]
+    ho = model.higher_order
+    test = read_conllu(SAMPLE / "en_ewt-sample-test.conllu")
+    long = max(test, key=len)
+    monkeypatch.setattr(pieces, "MAX_WORDS", max(2, len(long) // 3))
+    budget = ho.memory_budget
+    try:
+        ho.memory_budget = 1.0
+        before = model.fallbacks_total
+        with pytest.warns(MemoryBudgetWarning):
+            parsed = model.parse([long, test[0]])
+        assert len(ho.last_fallback_rows) >= 3          # its pieces and the other one
+        assert model.fallbacks_total - before == 1 + (len(test[0]) > 1)
+        assert model.split_total >= 1 and is_tree(parsed[0].heads)
+    finally:
+        ho.memory_budget = budget
+
+
 def test_budget_between_full_and_one_head_prunes_harder(models, tmp_path):
     model = models[3]
     ho = model.higher_order

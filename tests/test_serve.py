@@ -3,12 +3,8 @@ from __future__ import annotations
 
 import io
 import json
-import re
-import select
 import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -25,6 +21,7 @@ pytest.importorskip("waitress")
 
 from arboreal.cli import main  # noqa: E402
 from arboreal.io.conllu import format_conllu, read_conllu  # noqa: E402
+from _serve_process import start_server, stop_server  # noqa: E402
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample"
 TEXT = ("The cleric will speak today. He arrived in Baghdad yesterday.\n\n"
@@ -46,42 +43,6 @@ def files(tmp_path_factory):
                "--epochs", "2", "--hash-bits", "18", "--quiet"])
     assert rc == 0 and model.exists()
     return d
-
-
-def start_server(*args: str) -> tuple[subprocess.Popen, str]:
-    """A server subprocess on a free port and its URL, once its ready line is out."""
-    proc = subprocess.Popen([sys.executable, "-m", "arboreal", "serve", *args, "--port", "0"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    deadline = time.monotonic() + 60
-    seen = []
-    while time.monotonic() < deadline:
-        ready, _, _ = select.select([proc.stderr], [], [], max(deadline - time.monotonic(), 0))
-        if not ready:
-            break
-        line = proc.stderr.readline().decode("utf-8", "replace")
-        if not line:
-            break
-        seen.append(line)
-        m = re.search(r" on (http://\S+/) ", line)
-        if m:
-            return proc, m.group(1)
-    proc.kill()
-    proc.wait()
-    raise AssertionError("the server did not start: " + "".join(seen))
-
-
-def stop_server(proc: subprocess.Popen, send: bool = True) -> tuple[int, str]:
-    """(exit status, standard error) of a server stopped by SIGTERM (sent here unless
-    ``send`` is false)."""
-    if send:
-        proc.send_signal(signal.SIGTERM)
-    try:
-        rc = proc.wait(timeout=20)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait()
-    return rc, proc.stderr.read().decode("utf-8", "replace")
 
 
 @pytest.fixture(scope="module")

@@ -626,7 +626,61 @@ def make_app(models: dict[str, object], default_model: str | None = None,
 
     app = _application(listing, process_request)
     app.models = served            # type: ignore[attr-defined]
+    #: the highest order of the parsers served (the large lane's sentence limit)
+    app.order = max(int(getattr(s.model, "order", 1) or 1) for s in served.values())  # type: ignore[attr-defined]
     return app
+
+
+#: a request whose data has more words than this is large (a lane of its own, see
+#: :mod:`arboreal.server_workers`): about the words of the byte threshold's 16 KiB
+LARGE_REQUEST_WORDS = 2500
+#: ... and so is one with a sentence longer than this, by the parser's order (decoding
+#: costs n^3 at order 1 and more above: one 5,000-word sentence of one-letter words in
+#: a 10 KB body held a worker for about 30 s)
+LONG_SENTENCE_WORDS = {1: 400, 2: 150, 3: 100}
+_CONLLU_WORD = re.compile(r"^(\d+)\t", re.M)
+_TEXT_SENTENCE_END = re.compile(r"(?<=[.!?\u3002\u0964])\s+|\n[^\S\n]*\n")
+
+
+def request_work(request: tuple, max_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+                 ) -> tuple[int, int]:
+    """``(words, longest sentence)`` of a ``/process`` request ``(method, query string,
+    content type, body)``, estimated from its data without a model: whitespace-separated
+    tokens; sentences the lines of ``horizontal``, the blank-line blocks of ``vertical``
+    and CoNLL-U (the largest word ID), and for text to tokenize the stretches between
+    sentence-final punctuation or blank lines. (0, 0) for a request that cannot be read
+    (its worker answers 400 at once). O(bytes)."""
+    method, query, ctype, body = request
+    environ = {"REQUEST_METHOD": method, "QUERY_STRING": query, "CONTENT_TYPE": ctype,
+               "CONTENT_LENGTH": str(len(body)), "wsgi.input": io.BytesIO(body)}
+    try:
+        params = request_params(environ, max_bytes)
+    except HTTPError:
+        return 0, 0
+    data = params.get("data", "")
+    name, _ = _format_and_options(params.get("input", "conllu") or "conllu")
+    if "tokenizer" in params or name == "tokenizer":
+        pieces = _TEXT_SENTENCE_END.split(data)
+    elif name == "horizontal":
+        pieces = data.split("\n")
+    elif name == "vertical":
+        return len(data.split("\n")), max((len(b.split("\n")) for b in
+                                          re.split(r"\n[^\S\n]*\n", data)), default=0)
+    else:
+        ids = [int(m) for m in _CONLLU_WORD.findall(data)]
+        return len(ids), max(ids, default=0)
+    lengths = [len(p.split()) for p in pieces]
+    return sum(lengths), max(lengths, default=0)
+
+
+def is_large_request(request: tuple, order: int = 1,
+                     max_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> bool:
+    """Whether a ``/process`` request goes to the large lane by its work: more than
+    :data:`LARGE_REQUEST_WORDS` words, or a sentence longer than
+    :data:`LONG_SENTENCE_WORDS` of the parser's ``order``."""
+    words, longest = request_work(request, max_bytes)
+    limit = LONG_SENTENCE_WORDS.get(order, min(LONG_SENTENCE_WORDS.values()))
+    return words > LARGE_REQUEST_WORDS or longest > limit
 
 
 def make_pool_app(pool, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> Callable:
@@ -640,7 +694,10 @@ def make_pool_app(pool, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES) -> C
         body = read_body(environ, max_request_bytes) if method == "POST" else b""
         request = (method, environ.get("QUERY_STRING", ""), environ.get("CONTENT_TYPE", ""),
                    body)
-        status, headers, answer = pool.run(request, len(body) + len(request[1]))
+        size = len(body) + len(request[1])
+        large = size > pool.large_bytes or is_large_request(
+            request, getattr(pool, "order", 1), max_request_bytes)
+        status, headers, answer = pool.run(request, size, large)
         start_response(status, headers)
         return [answer]
 
@@ -672,36 +729,172 @@ def _url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}/" if ":" in host else f"http://{host}:{port}/"
 
 
+@dataclass
+class ConnectionLimits:
+    """What one connection, and one client, may hold of the server (``arboreal serve``
+    options of the same names): at most ``connections`` open at once (fewer where the
+    process's open-file limit is lower), ``per_client`` of them from one address; a
+    keep-alive connection idle for ``idle_timeout`` seconds is closed, and so is one
+    whose request's headers have not all come ``header_timeout`` seconds after its
+    first byte, or whose whole request has not come after ``request_timeout``. Once
+    the open connections reach nine tenths of ``connections``, the longest idle ones
+    are closed first, down to eight tenths; a client at ``per_client`` that opens
+    another loses its longest idle one, or the new one if none is idle."""
+
+    connections: int = 1000
+    per_client: int = 64
+    idle_timeout: float = 10.0
+    header_timeout: float = 10.0
+    request_timeout: float = 60.0
+
+    def effective_connections(self) -> int:
+        """``connections``, or fewer to stay under the open-file limit (raised to the
+        hard limit where it is lower than needed)."""
+        try:
+            import resource
+
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+            want = self.connections + FILE_HEADROOM
+            if soft != resource.RLIM_INFINITY and soft < want:
+                new = want if hard == resource.RLIM_INFINITY else min(want, hard)
+                resource.setrlimit(resource.RLIMIT_NOFILE, (new, hard))
+                soft = new
+            if soft != resource.RLIM_INFINITY:
+                return max(1, min(self.connections, soft - FILE_HEADROOM))
+        except (ImportError, ValueError, OSError):
+            pass
+        return self.connections
+
+
+#: files a server keeps open besides its connections (models, workers' pipes, logs)
+FILE_HEADROOM = 64
+#: how often the connection guard looks at every connection (seconds)
+GUARD_INTERVAL = 0.25
+
+
+def _guarded_channel(base, limits: ConnectionLimits, clients: dict):
+    """waitress's channel class, counting connections per client address and refusing
+    (or making room for) one past ``limits.per_client``."""
+
+    class GuardedChannel(base):
+        def __init__(self, server, sock, addr, adj, map=None):
+            super().__init__(server, sock, addr, adj, map)
+            self.client = addr[0] if isinstance(addr, tuple) and addr else str(addr)
+            self.request_started = None
+            mine = clients.setdefault(self.client, set())
+            if len(mine) >= limits.per_client:
+                idle = [ch for ch in mine if _idle(ch) and not ch.will_close]
+                if idle:
+                    min(idle, key=lambda ch: ch.last_activity).will_close = True
+                else:
+                    self.will_close = True          # closed before anything is read
+                    self.close_when_flushed = True
+            mine.add(self)
+
+        def received(self, data):
+            if self.request is None and data:
+                self.request_started = time.monotonic()
+            return super().received(data)
+
+        def del_channel(self, map=None):
+            clients.get(self.client, set()).discard(self)
+            if not clients.get(self.client, True):
+                clients.pop(self.client, None)
+            return super().del_channel(map)
+
+    return GuardedChannel
+
+
+def _idle(ch) -> bool:
+    """A connection with no request being read, queued, answered or written back."""
+    return ch.request is None and not ch.requests and not ch.total_outbufs_len
+
+
+def guard_connections(channels: list, limits: ConnectionLimits, limit: int,
+                      now: float | None = None) -> int:
+    """Mark for closing the connections past their timeouts and, near ``limit`` open
+    connections, the longest idle ones (see :class:`ConnectionLimits`); returns how
+    many. Only connections without a request being answered are closed (a closing
+    connection is closed by waitress's loop, the next time it may write)."""
+    now = time.monotonic() if now is None else now
+    wall = time.time()
+    closed = 0
+    idle = []
+    for ch in channels:
+        if ch.will_close or ch.requests or ch.total_outbufs_len:
+            continue
+        started = getattr(ch, "request_started", None)
+        if ch.request is None:
+            if wall - ch.last_activity > limits.idle_timeout:
+                ch.will_close = True
+                closed += 1
+            else:
+                idle.append(ch)
+        elif started is not None and (
+                now - started > limits.request_timeout
+                or (not ch.request.headers_finished and now - started > limits.header_timeout)):
+            ch.will_close = True
+            closed += 1
+    open_now = sum(1 for ch in channels if not ch.will_close)
+    if open_now >= 0.9 * limit:
+        idle.sort(key=lambda ch: ch.last_activity)
+        for ch in idle[:max(0, open_now - int(0.8 * limit))]:
+            ch.will_close = True
+            closed += 1
+    return closed
+
+
 def serve(app: Callable, host: str = "127.0.0.1", port: int = DEFAULT_PORT, threads: int = 4,
           max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
           on_ready: Callable[[list[str]], None] | None = None,
           log: Callable[[str], None] | None = None,
-          grace: float = SHUTDOWN_GRACE_SECONDS) -> int:
+          grace: float = SHUTDOWN_GRACE_SECONDS,
+          limits: ConnectionLimits | None = None) -> int:
     """Serve the WSGI ``app`` with waitress until SIGINT or SIGTERM (main thread only).
 
     ``on_ready(urls)`` is called once the server listens (``port=0``: a free port is
     chosen). On the first signal the server stops accepting connections, lets the
     requests in progress be answered (at most ``grace`` seconds; a second signal cuts
-    this short), closes every connection and returns 0. ArborealError when the
+    this short), closes every connection and returns 0. ``limits``: what connections
+    and clients may hold (:class:`ConnectionLimits`, enforced every
+    :data:`GUARD_INTERVAL` seconds), so that idle keep-alive connections, slow headers
+    and one client's flood cannot lock other clients out. ArborealError when the
     address cannot be listened on; ImportError without waitress.
     """
     from waitress import wasyncore
     from waitress.channel import HTTPChannel
     from waitress.server import BaseWSGIServer, create_server
 
+    limits = limits or ConnectionLimits()
+    limit = limits.effective_connections()
     counted, in_flight = _in_flight_counter(app)
     socket_map: dict = {}
     try:
-        # waitress refuses bodies of max_request_body_size bytes or more (413)
+        # waitress refuses bodies of max_request_body_size bytes or more (413); its own
+        # inactivity timeout is the longest of ours (the guard closes sooner)
         server = create_server(counted, map=socket_map, host=host, port=port, threads=threads,
                                max_request_body_size=max_request_bytes + 1,
-                               ident="arboreal",
+                               ident="arboreal", connection_limit=limit,
+                               channel_timeout=int(max(limits.idle_timeout,
+                                                       limits.request_timeout)) + 1,
+                               cleanup_interval=max(1, int(limits.idle_timeout / 2)),
                                expose_tracebacks=False)
     except OSError as exc:
         raise ArborealError(f"cannot listen on {host}:{port}: "
                             f"{exc.strerror or exc}") from None
     listeners = [d for d in socket_map.values() if isinstance(d, BaseWSGIServer)]
+    clients: dict = {}
+    for d in listeners:
+        d.channel_class = _guarded_channel(d.channel_class, limits, clients)
     urls = [_url(str(d.effective_host), int(d.effective_port)) for d in listeners]
+    next_guard = [time.monotonic() + GUARD_INTERVAL]
+
+    def guard() -> None:
+        now = time.monotonic()
+        if now >= next_guard[0]:
+            next_guard[0] = now + GUARD_INTERVAL
+            guard_connections([ch for ch in list(socket_map.values())
+                               if isinstance(ch, HTTPChannel)], limits, limit, now)
 
     signals = [0]
 
@@ -713,7 +906,8 @@ def serve(app: Callable, host: str = "127.0.0.1", port: int = DEFAULT_PORT, thre
         if on_ready is not None:
             on_ready(urls)
         while not signals[0]:
-            wasyncore.loop(timeout=0.2, map=socket_map, use_poll=True, count=1)
+            wasyncore.loop(timeout=GUARD_INTERVAL, map=socket_map, use_poll=True, count=1)
+            guard()
         # stop accepting, then let the requests in progress be answered
         for d in listeners:
             wasyncore.dispatcher.close(d)

@@ -19,8 +19,9 @@ requests are answered) and end when the server closes their pipe, including when
 is killed (a worker busy then ends once its request is done).
 
 **Scheduling.** A request of more than ``large_bytes`` bytes (body and query string;
-:data:`LARGE_REQUEST_BYTES`, 16 KiB: about 2,500 words of text, or 500 of CoNLL-U) is
-*large*. Large requests run on at most ``workers - 1`` workers at once, so that one
+:data:`LARGE_REQUEST_BYTES`, 16 KiB: about 2,500 words of text, or 500 of CoNLL-U), or
+whose work is large by its words and its longest sentence for the parser's order
+(:func:`arboreal.server.is_large_request`), is *large*. Large requests run on at most ``workers - 1`` workers at once, so that one
 worker is always left to small ones (with one worker, it is shared), and in a thread
 whose CPU priority is lowered by :data:`LARGE_NICE` (Linux), so that on a machine
 with fewer free cores than busy workers the small requests get the CPU first. Where
@@ -179,7 +180,7 @@ def worker_main(conn, factory: Callable) -> None:
     except BaseException as exc:   # a bug: say what, the server reports it
         conn.send(("failed", f"{exc.__class__.__name__}: {exc}"))
         return
-    conn.send(("ready", getattr(app, "listing", None)))
+    conn.send(("ready", getattr(app, "listing", None), getattr(app, "order", 1)))
     while True:
         try:
             job = conn.recv()
@@ -249,7 +250,10 @@ class _Worker:
         try:
             if not self.conn.poll(timeout):
                 raise ArborealError(f"a server worker did not start within {timeout:.0f} s")
-            kind, value = self.conn.recv()
+            message = self.conn.recv()
+            kind, value = message[0], message[1]
+            #: the highest parser order of the worker's models
+            self.order = message[2] if len(message) > 2 else 1
         except (EOFError, OSError, ValueError):   # ValueError: closed by close()
             raise ArborealError(f"a server worker stopped while starting (exit status "
                                 f"{self.process.exitcode})") from None
@@ -290,6 +294,8 @@ class WorkerPool:
         self.log = log
         self.context = multiprocessing.get_context("spawn")
         self.listing = None
+        #: the highest parser order served (set by :meth:`start`)
+        self.order = 1
         self.cond = threading.Condition()
         self.idle: list[_Worker] = []
         self.small: deque = deque()
@@ -312,6 +318,7 @@ class WorkerPool:
         try:
             for worker in started:
                 self.listing = worker.ready(timeout)
+                self.order = worker.order
         except BaseException:
             for worker in started:
                 worker.kill()
@@ -436,13 +443,16 @@ class WorkerPool:
                     self.idle.append(worker)
             self.cond.notify_all()
 
-    def run(self, request: tuple, size: int) -> tuple[str, list, bytes]:
+    def run(self, request: tuple, size: int, large: bool | None = None
+            ) -> tuple[str, list, bytes]:
         """Answer ``request`` (``(method, query string, content type, body)``, ``size``
-        bytes) on a worker: ``(status, headers, body)``. HTTPError 503 (with
+        bytes) on a worker: ``(status, headers, body)``. ``large``: whether it goes to
+        the large lane (None: by its size, over ``large_bytes``; the server decides by
+        its words, :func:`arboreal.server.is_large_request`). HTTPError 503 (with
         Retry-After) when the queue is full, the time budget runs out, or the worker
         dies."""
         deadline = time.monotonic() + self.max_seconds
-        large = size > self.large_bytes
+        large = size > self.large_bytes if large is None else bool(large)
         worker = self._acquire(large, deadline)
         keep: _Worker | None = worker
         try:

@@ -43,8 +43,11 @@ def _seconds(value: str) -> float:
     return v
 
 
+_connections = int_in(1, 1_000_000)
+
+
 def add_parser(subparsers) -> None:
-    from arboreal.server import DEFAULT_MAX_REQUEST_BYTES, DEFAULT_PORT
+    from arboreal.server import DEFAULT_MAX_REQUEST_BYTES, DEFAULT_PORT, ConnectionLimits
     from arboreal.server_workers import (DEFAULT_MAX_QUEUE, DEFAULT_MAX_SECONDS,
                                          DEFAULT_MAX_WORDS, LARGE_REQUEST_BYTES)
 
@@ -60,8 +63,8 @@ def add_parser(subparsers) -> None:
                     "server is ready; SIGINT (Ctrl+C) or SIGTERM stops it once the "
                     "requests in progress are answered. Requests are answered by "
                     "--workers processes, each holding the models; a request over "
-                    f"{LARGE_REQUEST_BYTES >> 10} KiB never takes the last free worker "
-                    "and runs at a lower CPU priority, so long texts do not hold up "
+                    f"{LARGE_REQUEST_BYTES >> 10} KiB or of many words (or one long sentence) never "
+                    "takes the last free worker and runs at a lower CPU priority, so long texts do not hold up "
                     "short ones. Needs waitress: pip install 'arboreal[serve]'.")
     p.add_argument("models", metavar="MODEL", nargs="+",
                    help="model file written by 'arboreal train', the name of an installed or "
@@ -98,6 +101,29 @@ def add_parser(subparsers) -> None:
                    help="largest request body accepted, like 10M (default: "
                         f"{DEFAULT_MAX_REQUEST_BYTES >> 20}M); larger ones are answered "
                         "413")
+    limits = ConnectionLimits()
+    p.add_argument("--connection-limit", type=_connections, default=limits.connections,
+                   metavar="N",
+                   help=f"connections open at once (default {limits.connections}, fewer "
+                        "where the open-file limit is lower); near it, the longest idle "
+                        "keep-alive connections are closed first")
+    p.add_argument("--connections-per-client", type=_connections, default=limits.per_client,
+                   metavar="N",
+                   help="connections one client address may hold (default "
+                        f"{limits.per_client}); one more closes its longest idle one, or "
+                        "is refused")
+    p.add_argument("--idle-timeout", type=_seconds, default=limits.idle_timeout, metavar="S",
+                   help="close a keep-alive connection idle this long (default "
+                        f"{limits.idle_timeout:g} s)")
+    p.add_argument("--header-timeout", type=_seconds, default=limits.header_timeout,
+                   metavar="S",
+                   help="close a connection whose request headers have not all come this "
+                        f"long after its first byte (default {limits.header_timeout:g} s: "
+                        "slow-header clients)")
+    p.add_argument("--request-timeout", type=_seconds, default=limits.request_timeout,
+                   metavar="S",
+                   help="close a connection whose whole request has not come this long "
+                        f"after its first byte (default {limits.request_timeout:g} s)")
     p.set_defaults(func=run)
 
 
@@ -136,8 +162,8 @@ def run(args) -> int:
         raise ArborealError("'arboreal serve' needs waitress: pip install 'arboreal[serve]'")
     from functools import partial
 
-    from arboreal.server import make_pool_app, serve
     from arboreal.models.names import resolve_model
+    from arboreal.server import ConnectionLimits, make_pool_app, serve
     from arboreal.server_workers import WorkerPool, default_workers, load_app
 
     # names resolved to files here: a missing one is said before the workers start
@@ -159,8 +185,11 @@ def run(args) -> int:
                 f"{' '.join(urls)} with {workers} worker process"
                 f"{'es' if workers > 1 else ''} (Ctrl+C to stop)")
 
+        limits = ConnectionLimits(args.connection_limit, args.connections_per_client,
+                                  args.idle_timeout, args.header_timeout, args.request_timeout)
         return serve(app, host=args.host, port=args.port,
                      threads=args.threads or workers + args.queue + 2,
-                     max_request_bytes=args.max_request_bytes, on_ready=ready, log=log)
+                     max_request_bytes=args.max_request_bytes, on_ready=ready, log=log,
+                     limits=limits)
     finally:
         pool.close()

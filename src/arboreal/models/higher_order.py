@@ -204,6 +204,8 @@ class HigherOrder:
         #: memory budget) and pruned harder to fit it; totals over all calls
         self.last_fallbacks = self.last_tightened = 0
         self.fallbacks_total = self.tightened_total = 0
+        #: the rows of the last ``decode_all`` call's sentences decoded at first order
+        self.last_fallback_rows: list[int] = []
         #: how training chose ``prune_temperature`` (None: given, or a loaded model)
         self.temperature_choice: dict | None = None
         #: the :meth:`pruning_table` of the whole grid on the tuning data, when training
@@ -413,6 +415,7 @@ class HigherOrder:
         """Trees of many sentences (masks computed unless given), one
         ``MemoryBudgetWarning`` if some were parsed at first order."""
         self.last_fallbacks = self.last_tightened = 0
+        self.last_fallback_rows = []
         if masks is None:
             masks = self.masks(encs)
         heads: list = [np.array([-1], dtype=np.int64)] * len(encs)
@@ -420,12 +423,16 @@ class HigherOrder:
         pruned = np.array([a is not None for a in masks], dtype=bool)
         for i in np.flatnonzero((lengths > 0) & ~pruned):   # over the budget: first order
             heads[i] = self.decode(encs[i], None, w)
+            self.last_fallback_rows.append(int(i))
         some = np.flatnonzero((lengths > 0) & pruned)
         for chunk, ns, arcs in self._arc_batches(encs, some, w):
             for j, i in enumerate(chunk):
                 n1 = ns[j] + 1
+                before = self.last_fallbacks
                 heads[i] = self.decode(encs[i], masks[i], w,
                                        np.ascontiguousarray(arcs[j, :n1, :n1]))
+                if self.last_fallbacks > before:
+                    self.last_fallback_rows.append(int(i))
         if self.last_fallbacks:
             warnings.warn(f"{self.last_fallbacks} sentence(s) over the order-{self.order} "
                           f"memory budget ({self.memory_budget / 2**20:.4g} MiB) parsed at "

@@ -300,14 +300,23 @@ class Parser(PipelineMixin):
                 sentences = self._filled_tags(sentences, retag)
         else:
             sentences = complete_tags(self, sentences, retag)
+        fell_back: list = []
         if decode == "map" and not probabilities:
             def whole(batch: list) -> list:
-                return self._parse_whole(batch, retag)
+                out = self._parse_whole(batch, retag)
+                if self.higher_order is not None:
+                    fell_back.extend(self.higher_order.last_fallback_rows)
+                return out
         else:
             def whole(batch: list) -> list:
                 return [trees[0] for trees in analyze(self, batch, 1, decode, probabilities)]
-        parsed, split = parse_in_pieces(whole, sentences, self.single_root)
+        owners: list = []
+        parsed, split = parse_in_pieces(whole, sentences, self.single_root, owners=owners)
         self.split_total += split
+        if split and fell_back:
+            # the fallbacks were counted per piece: a sentence counts once
+            self.higher_order.fallbacks_total -= len(fell_back) - len(
+                {owners[r] for r in fell_back})
         return parsed
 
     def parse_kbest(self, sentences: list, k: int, retag: bool = False,

@@ -41,17 +41,23 @@ def _piece(s: Sentence, a: int, b: int) -> Sentence:
 
 
 def parse_in_pieces(parse: Callable[[list], list], sentences: Sequence[Sentence],
-                    single_root: bool = True, max_words: int | None = None) -> tuple[list, int]:
+                    single_root: bool = True, max_words: int | None = None,
+                    owners: list | None = None) -> tuple[list, int]:
     """``parse(sentences)`` with every sentence over ``max_words`` (default
     :data:`MAX_WORDS`) parsed as consecutive pieces and joined (see the module
     docstring). Returns (parsed sentences in input order, number of sentences split).
 
     ``parse`` maps a list of sentences to parsed copies (a model's whole-sentence
-    parse). O(words) besides the parsing itself.
+    parse), called once; ``owners``, when given, is filled with the index in
+    ``sentences`` of each sentence or piece that call got, in its order (a piece's
+    count as its sentence's). O(words) besides the parsing itself.
     """
     limit = MAX_WORDS if max_words is None else max_words
     sentences = list(sentences)
     long = [i for i, s in enumerate(sentences) if len(s) > limit]
+    if owners is not None:
+        owners[:] = [i for i, s in enumerate(sentences) if len(s) <= limit] + [
+            i for i in long for _ in range(0, len(sentences[i]), limit)]
     if not long:
         return parse(sentences), 0
     plan = []                      # (sentence index, piece starts) of the split ones

@@ -19,8 +19,9 @@ Clients written for UDPipe's REST service (UDPipe 1 ``udpipe_server``, UDPipe 2
       (``en`` selects ``en-ewt``: the first model served wins a shared prefix, a
       full name always wins); absent or empty: the default model.
     - ``tokenizer`` (present = raw text input, cut into paragraphs at blank lines,
-      tokenized and split into sentences by the model's tokenizer; its value, the
-      tokenizer options, is ignored).
+      tokenized and split into sentences by the model's tokenizer; of its value, the
+      tokenizer options, ``presegmented`` is read: one sentence per line, tokenized
+      and never split, as UDPipe's; the others are ignored).
     - ``input`` (when no tokenizer): ``conllu`` (default; HEAD may be ``_``),
       ``horizontal`` (a sentence per line, tokens separated by spaces; U+00A0
       NO-BREAK SPACE inside a token stands for a space), ``vertical`` (a token per
@@ -96,6 +97,7 @@ GET|POST /process  process data; parameters (query string, urlencoded or multipa
   data=TEXT        the input (UTF-8), required
   model=NAME       a model of /models, or a hyphen-separated prefix of its name
   tokenizer=       the input is raw text: tokenize it and split it into sentences
+                   (tokenizer=presegmented: one sentence per line, never split)
   input=FORMAT     without tokenizer: conllu (default), horizontal or vertical
   tagger=          predict UPOS, XPOS, FEATS and LEMMA
   parser=          predict HEAD and DEPREL
@@ -396,12 +398,15 @@ def read_conllu_text(text: str) -> list:
     return list(iter_conllu(stream, allow_missing_heads=True, check_trees=False))
 
 
-def tokenize_text(tokenizer, text: str) -> list:
-    """Sentences of raw text (paragraphs at blank lines) cut by ``tokenizer``."""
-    from arboreal.io.text import iter_paragraphs
+def tokenize_text(tokenizer, text: str, presegmented: bool = False) -> list:
+    """Sentences of raw text (paragraphs at blank lines) cut by ``tokenizer``;
+    ``presegmented`` (UDPipe's tokenizer option): one sentence per line, never split."""
+    from arboreal.io.text import iter_lines, iter_paragraphs
 
     stream = io.BytesIO(text.encode("utf-8"))
     stream.name = "data"
+    if presegmented:
+        return list(tokenizer.tokenize_lines(iter_lines(stream)))
     return list(tokenizer.tokenize(iter_paragraphs(stream)))
 
 
@@ -512,7 +517,9 @@ def process(served: ServedModel, params: dict[str, str], max_words: int | None =
     try:
         with served.lock:
             if tokenize:
-                sentences = tokenize_text(model.tokenizer, data)
+                options = _format_and_options(params.get("tokenizer", ""))[1] | \
+                    {params.get("tokenizer", "").strip()}
+                sentences = tokenize_text(model.tokenizer, data, "presegmented" in options)
             elif input_name == "horizontal":
                 sentences = read_horizontal(data)
             elif input_name == "vertical":

@@ -17,7 +17,8 @@ INPUT_HELP = ("auto (default): CoNLL-U if the first line that is not a comment s
               "with a word ID and a tab, else raw text; conllu: CoNLL-U, tag columns "
               "that are '_' throughout a sentence predicted; tokenized: one sentence per "
               "line, tokens separated by spaces; text: raw text, paragraphs separated by "
-              "blank lines (tokenized and split into sentences by the model)")
+              "blank lines (tokenized and split into sentences by the model); lines: raw "
+              "text, one sentence per line (tokenized by the model, never split)")
 
 
 #: the help of every command's MODEL argument
@@ -152,14 +153,15 @@ def resolve_input(path: str, input_format: str, model, model_path: str | None):
     if input_format == "auto":
         input_format = "conllu" if kind == CONLLU else "text"
         _log.debug("%s: %s input (--input auto)", name, input_format)
-    elif input_format in ("text", "tokenized") and kind == CONLLU and is_token_line(text):
+    elif input_format in ("text", "tokenized", "lines") and kind == CONLLU \
+            and is_token_line(text):
         raise FormatError(name, line, f"this is CoNLL-U, not {input_format}: give --input "
                           "conllu (or leave --input out: auto tells them apart)")
     elif input_format == "conllu" and kind == TEXT:
         raise FormatError(name, line, "this is plain text, not CoNLL-U (no word ID and tab "
                           "at the start of the line): give --input text (raw text) or "
                           "--input tokenized (one sentence per line), or leave --input out")
-    if input_format == "text" and model is not None \
+    if input_format in ("text", "lines") and model is not None \
             and getattr(model, "tokenizer", None) is None:
         raise _no_tokenizer(model_path)
     return source, input_format

@@ -291,7 +291,22 @@ def _check_neural(args) -> None:
         raise ArborealError(f"{', '.join(neural)}: for --scorer neural only")
 
 
+def _check_outputs(args) -> None:
+    """Fail now, not after hours of training, if the model (or a new checkpoint folder)
+    cannot be written where it is asked for."""
+    import os
+
+    from arboreal.cli._corpus import check_output
+
+    if args.output == "-":
+        raise ArborealError("a model is a binary .npz file: give -o a file name, not '-'")
+    check_output(args.output)
+    if args.checkpoint is not None and not os.path.exists(args.checkpoint):
+        check_output(args.checkpoint)
+
+
 def _train(args, mixing) -> int:
+    _check_outputs(args)
     _check_neural(args)
     if args.decoder is None:
         args.decoder = "cle" if args.scorer == "neural" else "eisner"

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 import sys
 from collections.abc import Iterable, Iterator
 from itertools import islice
@@ -482,12 +483,21 @@ def iter_conllu(
         raise FormatError(name, 1, "empty file (no sentences)")
 
 
+#: a line end after sentence-final punctuation (and closing quotes or brackets),
+#: searched in reversed bytes
+_LINE_AFTER_SENTENCE = re.compile(rb"\n[\s\"')\]\xbb\x9d\x80\xe2]*[.!?]")
+
+
 def iter_blocks(path_or_file: PathOrFile, chunk_bytes: int = _CHUNK_BYTES,
-                blank_lines: bool = True, overflow=None) -> Iterator[tuple[bytes, int]]:
+                blank_lines: bool = True, overflow=None,
+                line_ends_after: int | None = None) -> Iterator[tuple[bytes, int]]:
     """``(data, first_line)``: a byte stream in blocks of about ``chunk_bytes`` that end
     after a blank line (``blank_lines``: whole sentences of CoNLL-U, whole paragraphs of
     text) or after a line end (one sentence per line), with the 1-based line number each
-    block starts at. A block longer than :data:`MAX_SENTENCE_BYTES` without such an end
+    block starts at. With ``line_ends_after`` (raw text), a block that has reached that
+    many bytes without a blank line ends at a line end (the last one after
+    sentence-final punctuation, if any), so that text without blank lines streams in
+    bounded blocks. A block longer than :data:`MAX_SENTENCE_BYTES` without such an end
     raises ``overflow(pending, line)`` (default: a FormatError). O(bytes)."""
     name = _source_name(path_or_file)
     f, own = open_binary(path_or_file)
@@ -495,10 +505,17 @@ def iter_blocks(path_or_file: PathOrFile, chunk_bytes: int = _CHUNK_BYTES,
         pending = b""
         line = 1
         eof = False
+        first = True
         while not eof:
             block = f.read(chunk_bytes)
             if isinstance(block, str):
                 block = block.encode("utf-8")
+            if first and block:
+                first = False
+                if block.startswith(b"\xef\xbb\xbf"):
+                    block = block[3:]     # a UTF-8 byte order mark is no part of the text
+                    if not block:
+                        continue
             if not block:
                 eof = True
                 data, pending = pending, b""
@@ -517,6 +534,14 @@ def iter_blocks(path_or_file: PathOrFile, chunk_bytes: int = _CHUNK_BYTES,
                     found = cut >= 3
                 else:
                     cut = pending.rfind(b"\n", search_from) + 1
+                    found = cut >= 1
+                if not found and line_ends_after is not None \
+                        and len(pending) >= line_ends_after:
+                    # text without blank lines: a block ends at a line end, after
+                    # sentence-final punctuation where there is one
+                    ends = _LINE_AFTER_SENTENCE.search(pending[::-1])
+                    cut = len(pending) - ends.start() if ends is not None else \
+                        pending.rfind(b"\n") + 1
                     found = cut >= 1
                 if not found:
                     if len(pending) > MAX_SENTENCE_BYTES:
@@ -628,6 +653,15 @@ def write_conllu(sentences: Iterable[Sentence], path_or_file: PathOrFile) -> Non
                path_or_file)
 
 
+def _write_all(fd: int, data: bytes) -> None:
+    """Write all of ``data`` to ``fd``, call after call: a pipe may take part of a write,
+    and a reader gone after a part is then BrokenPipeError on the next call (a buffered
+    file's write can end silently after the part)."""
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
 def write_text(texts: Iterable[str], path_or_file: PathOrFile) -> None:
     """Write the strings of ``texts`` (any iterable, consumed lazily) as UTF-8 to a path
     (atomically), ``"-"`` (standard output, flushed after each string) or an open file:
@@ -635,11 +669,13 @@ def write_text(texts: Iterable[str], path_or_file: PathOrFile) -> None:
     if isinstance(path_or_file, (str, os.PathLike)):
         if str(path_or_file) == "-":
             sys.stdout.flush()
-            out = getattr(sys.stdout, "buffer", None)
+            try:
+                fd = sys.stdout.fileno()
+            except (AttributeError, ValueError, io.UnsupportedOperation):
+                fd = None          # a stand-in stdout (a test's capture): no descriptor
             for text in texts:
-                if out is not None:
-                    out.write(text.encode("utf-8"))
-                    out.flush()
+                if fd is not None:
+                    _write_all(fd, text.encode("utf-8"))
                 else:
                     sys.stdout.write(text)
             return

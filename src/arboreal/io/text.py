@@ -49,6 +49,8 @@ def _lines(path_or_file, name: str) -> Iterator[tuple[int, bytes]]:
             line = _read_line(f, name, number)
             if not line:
                 return
+            if number == 1 and line.startswith(b"\xef\xbb\xbf"):
+                line = line[3:]                  # a UTF-8 byte order mark
             if len(line) > MAX_SENTENCE_BYTES and not line.endswith(b"\n"):
                 raise FormatError(name, number, f"line longer than {MAX_SENTENCE_BYTES >> 20} "
                                   "MiB (one sentence per line is expected)")
@@ -78,6 +80,26 @@ def iter_tokenized(path_or_file, first_id: int = 1) -> Iterator[Sentence]:
         yield s
     if count == 0:
         raise FormatError(name, 1, "empty input (no tokens)")
+
+
+def iter_lines(path_or_file) -> Iterator[tuple[str, bool]]:
+    """``(line, starts a paragraph)`` of each non-blank line of raw text given one
+    sentence per line (``--input lines``); a line starts a paragraph at the start of the
+    input and after a blank line. Same checks as :func:`iter_tokenized`."""
+    name = _source_name(path_or_file)
+    after_blank = True
+    seen = False
+    for number, raw in _lines(path_or_file, name):
+        text = _decode(raw, name, number)
+        _check_controls(text, name, number)
+        if not text.strip():
+            after_blank = True
+            continue
+        seen = True
+        yield text, after_blank
+        after_blank = False
+    if not seen:
+        raise FormatError(name, 1, "empty input (no text)")
 
 
 def paragraphs_of(text: str) -> list[str]:
@@ -136,17 +158,20 @@ def _check_controls(text: str, name: str, number: int) -> None:
 
 
 #: the input formats of ``arboreal parse`` / ``arboreal tag`` (--input)
-INPUT_FORMATS = ("conllu", "tokenized", "text")
+INPUT_FORMATS = ("conllu", "tokenized", "text", "lines")
 
 
 def iter_input(path_or_file, input_format: str = "conllu", tokenizer=None) -> Iterator[Sentence]:
     """Stream the sentences of a file to be tagged or parsed: ``conllu`` (HEAD may be
     ``_``; trees are not checked since they are about to be replaced), ``tokenized``
     (:func:`iter_tokenized`) or ``text`` (raw text, paragraphs cut by ``tokenizer``,
-    a :class:`~arboreal.models.tokenizer.Tokenizer`)."""
-    if input_format == "text":
+    a :class:`~arboreal.models.tokenizer.Tokenizer`) or ``lines`` (raw text, one
+    sentence per line)."""
+    if input_format in ("text", "lines"):
         if tokenizer is None:
             raise ValueError("raw text needs a tokenizer")
+        if input_format == "lines":
+            return tokenizer.tokenize_lines(iter_lines(path_or_file))
         return tokenizer.tokenize(iter_paragraphs(path_or_file))
     if input_format == "conllu":
         from arboreal.io.conllu import iter_conllu

@@ -20,6 +20,7 @@ parse it badly.
 """
 from __future__ import annotations
 
+import io
 import warnings
 from dataclasses import replace
 from typing import Callable, Sequence
@@ -321,13 +322,19 @@ class PipelineMixin:
     tagger = None
     tokenizer = None
 
-    def parse_text(self, text: str) -> list:
+    def parse_text(self, text: str, lines: bool = False) -> list:
         """Parse raw text: paragraphs separated by blank lines are tokenized, split into
-        sentences, tagged and parsed. ArborealError for a model without a tokenizer."""
+        sentences, tagged and parsed; ``lines``: the text holds one sentence per line,
+        tokenized and never split. ArborealError for a model without a tokenizer."""
         if self.tokenizer is None:
             raise ArborealError("this model has no tokenizer (its treebank had no '# text' "
                                 "lines, or it was trained with --no-tokenizer); give "
                                 "tokenized input instead")
+        if lines:
+            from arboreal.io.text import iter_lines
+
+            return self.parse(list(self.tokenizer.tokenize_lines(
+                iter_lines(io.BytesIO(text.encode("utf-8"))))))
         from arboreal.io.text import paragraphs_of
 
         return self.parse(list(self.tokenizer.tokenize(paragraphs_of(text))))

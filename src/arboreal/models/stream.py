@@ -29,6 +29,9 @@ BLOCK_BYTES = 1 << 16
 #: words (a neural scorer batches sentences by length within a block: blocks of a few
 #: hundred sentences made small, padded batches)
 CONLLU_BLOCK_FACTOR = 8
+#: raw text without a blank line in this many blocks' bytes is cut at a line end (a
+#: file of one sentence per line would otherwise be one paragraph, read whole first)
+TEXT_LINE_BLOCK_FACTOR = 1
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,7 @@ def read_block(model, data: bytes, first_line: int, first_id: int, options: Stre
     """The sentences of one block (its lines numbered from ``first_line``; sentences of
     tokenized text numbered from ``first_id``)."""
     from arboreal.io.conllu import _parse_chunk
-    from arboreal.io.text import iter_paragraphs, iter_tokenized
+    from arboreal.io.text import iter_lines, iter_paragraphs, iter_tokenized
 
     fmt = options.input_format
     if fmt == "conllu":
@@ -68,6 +71,9 @@ def read_block(model, data: bytes, first_line: int, first_id: int, options: Stre
             sentences = list(iter_tokenized(io.BytesIO(data), first_id=first_id))
         elif fmt == "text":
             sentences = list(model.tokenizer.tokenize(iter_paragraphs(io.BytesIO(data))))
+        elif fmt == "lines":
+            sentences = list(model.tokenizer.tokenize_lines(iter_lines(io.BytesIO(data)),
+                                                            first_id=first_id))
         else:
             raise ValueError(f"unknown input format {fmt!r}")
     except FormatError as exc:
@@ -159,18 +165,21 @@ def _worker_block(task: tuple[bytes, int, int]):
 def _tasks(source, options: StreamOptions) -> Iterator[tuple[bytes, int, int]]:
     from arboreal.io.conllu import iter_blocks
 
-    blank_lines = options.input_format != "tokenized"
+    blank_lines = options.input_format not in ("tokenized", "lines")
     first_id = 1
     block_bytes = BLOCK_BYTES * (CONLLU_BLOCK_FACTOR if options.input_format == "conllu" else 1)
-    for data, line in iter_blocks(source, block_bytes, blank_lines=blank_lines):
+    line_ends_after = TEXT_LINE_BLOCK_FACTOR * block_bytes \
+        if options.input_format == "text" else None
+    for data, line in iter_blocks(source, block_bytes, blank_lines=blank_lines,
+                                  line_ends_after=line_ends_after):
         yield data, line, first_id
-        if options.input_format == "tokenized":
+        if options.input_format in ("tokenized", "lines"):
             first_id += sum(1 for row in data.split(b"\n") if row.strip())
 
 
 #: what an input without a single sentence is called, by input format
 _EMPTY = {"conllu": "empty file (no sentences)", "tokenized": "empty input (no tokens)",
-          "text": "empty input (no text)"}
+          "text": "empty input (no text)", "lines": "empty input (no text)"}
 
 
 @dataclass
@@ -194,7 +203,7 @@ def process_stream(model, source, output, options: StreamOptions, jobs: int = 1,
     from arboreal.io.conllu import write_text
     from arboreal.io.json import array_framing
 
-    if options.input_format == "text" and getattr(model, "tokenizer", None) is None:
+    if options.input_format in ("text", "lines") and getattr(model, "tokenizer", None) is None:
         raise ArborealError("this model has no tokenizer (its treebank had no '# text' lines, "
                             "or it was trained with --no-tokenizer): give --input tokenized "
                             "or conllu")

@@ -313,10 +313,13 @@ class Tokenizer:
         return out
 
     # ------------------------------------------------------------------ tokenizing
-    def split(self, paragraphs: Iterable[str]) -> Iterator[tuple[str, list[tuple[int, int]], bool]]:
+    def split(self, paragraphs: Iterable[str], sentences: bool = True
+              ) -> Iterator[tuple[str, list[tuple[int, int]], bool]]:
         """(paragraph, token spans (start, end) of one sentence, whether it is the
         paragraph's first sentence) for every sentence; paragraphs are tokenized about
-        BATCH_CHARS characters at a time, so memory stays bounded."""
+        BATCH_CHARS characters at a time, so memory stays bounded. ``sentences=False``:
+        each paragraph is one sentence (text given a sentence per line), cut only past
+        MAX_SENTENCE_TOKENS tokens."""
         batch: list[str] = []
         size = 0
         for p in paragraphs:
@@ -325,12 +328,12 @@ class Tokenizer:
             batch.append(p)
             size += len(p)
             if size >= BATCH_CHARS:
-                yield from self._split_batch(batch)
+                yield from self._split_batch(batch, sentences)
                 batch, size = [], 0
         if batch:
-            yield from self._split_batch(batch)
+            yield from self._split_batch(batch, sentences)
 
-    def _split_batch(self, texts: list[str]):
+    def _split_batch(self, texts: list[str], sentences: bool = True):
         attrs, starts, _ = self._pack(texts)
         labels = self._labels(attrs, starts, texts)
         for k, text in enumerate(texts):
@@ -352,7 +355,8 @@ class Tokenizer:
                     a = begin + len(piece) - len(piece.lstrip())
                     spans.append((a, a + len(core)))
                 begin = end + 1
-                if spans and (lab[end] == SENTENCE_END or len(spans) >= MAX_SENTENCE_TOKENS):
+                if spans and ((sentences and lab[end] == SENTENCE_END)
+                              or len(spans) >= MAX_SENTENCE_TOKENS):
                     yield text, spans, first
                     spans, first = [], False
             if spans:
@@ -366,6 +370,37 @@ class Tokenizer:
         for text, spans, first in self.split(paragraphs):
             number += 1
             yield self._sentence(text, spans, first, number)
+
+    def tokenize_lines(self, lines: Iterable[tuple[str, bool]], first_id: int = 1
+                       ) -> Iterator[Sentence]:
+        """:meth:`tokenize` for text given one sentence per line: ``(line, starts a
+        paragraph)`` pairs (:func:`arboreal.io.text.iter_lines`), each line tokenized
+        and never split (unless past MAX_SENTENCE_TOKENS tokens); ``# newpar`` where a
+        paragraph starts. O(characters)."""
+        number = first_id - 1
+        batch: list[tuple[str, bool]] = []
+        size = 0
+
+        def flush():
+            nonlocal number
+            starts = iter([par for _, par in batch])
+            par = False
+            for text, spans, first in self._split_batch([t for t, _ in batch], False):
+                if first:
+                    par = next(starts)
+                number += 1
+                yield self._sentence(text, spans, par and first, number)
+
+        for line, par in lines:
+            if not line.strip():
+                continue
+            batch.append((line, par))
+            size += len(line)
+            if size >= BATCH_CHARS:
+                yield from flush()
+                batch, size = [], 0
+        if batch:
+            yield from flush()
 
     def _sentence(self, text: str, spans: list[tuple[int, int]], first: bool,
                   number: int) -> Sentence:

@@ -54,6 +54,28 @@ class Sentence:
         """Number of syntactic words n (the root is not counted)."""
         return len(self.forms) - 1
 
+    def __iter__(self):
+        """The words 1..n as :class:`~arboreal.io.document.Word` objects (the root is
+        not one of them)."""
+        from arboreal.io.document import sentence_words
+
+        return iter(sentence_words(self))
+
+    @property
+    def words(self) -> list:
+        """The words 1..n as :class:`~arboreal.io.document.Word` objects."""
+        from arboreal.io.document import sentence_words
+
+        return sentence_words(self)
+
+    @property
+    def text(self) -> str:
+        """The sentence's text: its ``# text`` comment, else its forms joined (a space
+        between words unless MISC says ``SpaceAfter=No``)."""
+        from arboreal.io.document import sentence_text
+
+        return sentence_text(self)
+
     @property
     def sent_id(self) -> str | None:
         """The value of the ``# sent_id = ...`` comment, or None."""

@@ -322,22 +322,61 @@ class PipelineMixin:
     tagger = None
     tokenizer = None
 
-    def parse_text(self, text: str, lines: bool = False) -> list:
-        """Parse raw text: paragraphs separated by blank lines are tokenized, split into
-        sentences, tagged and parsed; ``lines``: the text holds one sentence per line,
-        tokenized and never split. ArborealError for a model without a tokenizer."""
+    def __call__(self, text: str, lines: bool = False):
+        """``nlp(text)``: the :class:`~arboreal.io.document.Document` of raw text
+        (:meth:`parse_text`); a list of token lists is parsed as given sentences."""
+        from arboreal.io.document import Document
+
+        if isinstance(text, str):
+            return Document(self.parse_text(text, lines), text)
+        if isinstance(text, (list, tuple)) and all(isinstance(t, (list, tuple)) for t in text):
+            return Document(self.parse_tokens(text))
+        raise TypeError("nlp(...) takes a text (str), or a list of sentences as lists of "
+                        "tokens; for several texts use nlp.pipe(texts)")
+
+    def pipe(self, texts, lines: bool = False, batch_size: int = 64):
+        """One :class:`~arboreal.io.document.Document` per text of ``texts`` (any
+        iterable, consumed lazily), parsed ``batch_size`` texts at a time (the parser
+        batches their sentences by length)."""
+        from arboreal.io.conllu import batched
+        from arboreal.io.document import Document
+
+        for group in batched(texts, batch_size):
+            tokenized = [self._tokenized(t, lines) for t in group]
+            parsed = self.parse([s for sentences in tokenized for s in sentences])
+            at = 0
+            for text, sentences in zip(group, tokenized):
+                yield Document(parsed[at: at + len(sentences)], text)
+                at += len(sentences)
+
+    def _tokenized(self, text: str, lines: bool) -> list:
+        """The sentences of raw ``text`` (one per line with ``lines``), tokenized."""
+        if not isinstance(text, str):
+            raise TypeError(f"a text must be a str, not {type(text).__name__}; for several "
+                            "texts use nlp.pipe(texts)")
         if self.tokenizer is None:
             raise ArborealError("this model has no tokenizer (its treebank had no '# text' "
                                 "lines, or it was trained with --no-tokenizer); give "
                                 "tokenized input instead")
+        if not text.strip():
+            return []
         if lines:
             from arboreal.io.text import iter_lines
 
-            return self.parse(list(self.tokenizer.tokenize_lines(
-                iter_lines(io.BytesIO(text.encode("utf-8"))))))
+            return list(self.tokenizer.tokenize_lines(
+                iter_lines(io.BytesIO(text.encode("utf-8")))))
         from arboreal.io.text import paragraphs_of
 
-        return self.parse(list(self.tokenizer.tokenize(paragraphs_of(text))))
+        return list(self.tokenizer.tokenize(paragraphs_of(text)))
+
+    def parse_text(self, text: str, lines: bool = False) -> list:
+        """Parse raw text: paragraphs separated by blank lines are tokenized, split into
+        sentences, tagged and parsed; ``lines``: the text holds one sentence per line,
+        tokenized and never split. ArborealError for a model without a tokenizer. A list
+        of texts is parsed as the paragraphs of one text."""
+        if isinstance(text, (list, tuple)) and all(isinstance(t, str) for t in text):
+            text = "\n\n".join(text)
+        return self.parse(self._tokenized(text, lines))
 
     def parse_tokens(self, sentences: Sequence[Sequence[str]]) -> list:
         """Parse pre-tokenized sentences (each a list of word forms)."""

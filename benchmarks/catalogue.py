@@ -3,7 +3,7 @@
     python benchmarks/catalogue.py [--data-dir ../shared/data/ud] [--treebanks NAME ...]
         [--out-dir runs/catalogue] [--docs docs/models.md] [--url-base URL]
         [--scorer auto|hashed|neural] [--train-args "..."] [--reuse TREEBANK=MODEL]
-        [--wheels] [--version 1.0]
+        [--wheels] [--ship] [--version 1.0]
 
 For every treebank folder of ``--data-dir`` that has a ``*-ud-train.conllu`` (all, or
 those named by ``--treebanks``):
@@ -23,7 +23,9 @@ those named by ``--treebanks``):
    license (``MANIFEST.md`` of the data folder, else the treebank's README ``License:``
    line; an NC license makes the card say "non-commercial use only"), the scores,
    the speed; the file is ``OUT/NAME-VERSION.model`` with ``NAME.card.json`` beside it
-   (``--wheels``: the wheel of ``arboreal package`` too);
+   (``--wheels``: the wheel of ``arboreal package`` too; ``--ship``: the model, its card
+   also scored on data/sample's test file, into the package, src/arboreal/data/models/NAME,
+   where ``pip install`` brings it and every command takes it by name);
 
 then ``OUT/index.json``, the index ``arboreal download --index`` reads (model URLs
 relative to it, or under ``--url-base``), and ``--docs`` (default docs/models.md): one
@@ -228,6 +230,52 @@ def build(folder: Path, out: Path, work: Path, version: str, manifest: dict, sco
     return result
 
 
+SAMPLE = ROOT / "data" / "sample"
+SHIPPED = ROOT / "src" / "arboreal" / "data" / "models"
+
+
+def sample_scores(model: Path, work: Path) -> dict:
+    """CoNLL 2018 F1 of ``model`` on data/sample's test file, from its raw text and from
+    gold tokens: what tests/test_shipped_models.py checks a shipped model reproduces."""
+    test = SAMPLE / "en_ewt-sample-test.conllu"
+    blank = work / "sample.blank.conllu"
+    blank.write_text(blank_tags(test), encoding="utf-8")
+    arboreal_cmd("parse", str(model), str(SAMPLE / "en_ewt-sample-test.txt"), "--input",
+                 "text", "-o", str(work / "sample.raw.conllu"), "--quiet")
+    arboreal_cmd("parse", str(model), str(blank), "-o", str(work / "sample.gold.conllu"),
+                 "--quiet")
+    return {"test_set": "data/sample/en_ewt-sample-test.conllu",
+            "raw_text": scores(test, work / "sample.raw.conllu"),
+            "gold_tokens": scores(test, work / "sample.gold.conllu")}
+
+
+def ship(result: dict, out: Path, work: Path, data: Path) -> Path:
+    """Copy a catalogue model into the package (:data:`SHIPPED`/NAME), its card with the
+    commit it was built at, the date, and its scores on data/sample's test file; the
+    treebank's license beside it."""
+    from arboreal.models.distribute import distribution_model
+
+    model = out / result["file"]
+    card = json.loads((out / f"{result['name']}.card.json").read_text(encoding="utf-8"))
+    commit = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip() or None
+    card.update(sample_scores=sample_scores(model, work), built_at_commit=commit,
+                built_on=dt.date.today().isoformat(),
+                attribution=f"trained on {result['treebank']} (Universal Dependencies), "
+                            f"{result['license']}; see LICENSE.txt beside the model")
+    target = SHIPPED / result["name"]
+    target.mkdir(parents=True, exist_ok=True)
+    for key in ("size_bytes", "sha256"):
+        card.pop(key, None)
+    final = distribution_model(model, target / "model.npz", result["name"], card)
+    (target / "card.json").write_text(json.dumps(final, indent=2, sort_keys=True) + "\n",
+                                      encoding="utf-8")
+    license_file = data / result["treebank"] / "LICENSE.txt"
+    if license_file.exists():
+        shutil.copyfile(license_file, target / "LICENSE.txt")
+    return target
+
+
 def index_entry(result: dict, version: str, url_base: str | None) -> dict:
     url = result["file"] if not url_base else url_base.rstrip("/") + "/" + result["file"]
     entry = {"name": result["name"], "version": version, "url": url,
@@ -312,6 +360,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="a model already trained by the same command, instead of training")
     ap.add_argument("--version", default="1.0", help="the models' version (PEP 440)")
     ap.add_argument("--wheels", action="store_true", help="also write each model's wheel")
+    ap.add_argument("--ship", action="store_true",
+                    help="also put each model, its card scored on data/sample's test file as "
+                         "well, into the package (src/arboreal/data/models/NAME/)")
     args = ap.parse_args(argv)
     from arboreal.models.wheel import check_version
 
@@ -338,6 +389,9 @@ def main(argv: list[str] | None = None) -> int:
             from arboreal.models.distribute import package
 
             package(out / results[-1]["file"], args.out_dir / "wheels", results[-1]["name"])
+        if args.ship:
+            print(f"catalogue: shipped in {ship(results[-1], out, work, args.data_dir)}",
+                  file=sys.stderr, flush=True)
     index = {"format": "arboreal-model-index", "format_version": 1,
              "models": [index_entry(r, args.version, args.url_base) for r in results]}
     write_atomically(out / "index.json", json.dumps(index, indent=2) + "\n")

@@ -46,7 +46,8 @@ def tiny_pipeline(tmp_path_factory):
 @pytest.fixture
 def model_home(tmp_path, monkeypatch):
     """An empty model cache (ARBOREAL_HOME) for the test, and no installed model
-    package but those the test installs (any installed where the tests run are hidden)."""
+    package but those the test installs (any installed where the tests run are hidden,
+    and so are the models shipped inside arboreal)."""
     import arboreal.models.names as names
 
     home = tmp_path / "arboreal-home"
@@ -55,6 +56,7 @@ def model_home(tmp_path, monkeypatch):
     already = set(everywhere())
     monkeypatch.setattr(names, "installed_models",
                         lambda: {k: v for k, v in everywhere().items() if k not in already})
+    monkeypatch.setattr(names, "shipped_models", lambda: {})      # nor the shipped ones
     return home
 
 

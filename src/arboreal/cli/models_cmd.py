@@ -29,10 +29,11 @@ def model_cards() -> list[dict]:
     from arboreal.errors import ArborealError
     from arboreal.models import open_model
     from arboreal.models.cards import card_of, read_card_file
-    from arboreal.models.names import card_path, cached_models, installed_models
+    from arboreal.models.names import card_path, cached_models, installed_models, shipped_models
 
     out = []
-    for where, table in (("installed", installed_models()), ("cache", cached_models())):
+    for where, table in (("installed", installed_models()), ("cache", cached_models()),
+                         ("shipped", shipped_models())):
         for name, path in table.items():
             try:
                 _, meta, arrays = open_model(path)
@@ -74,8 +75,9 @@ def run(args) -> int:
     for k, card in enumerate(cards):
         if k:
             print()
-        where = f"{'installed package' if card['where'] == 'installed' else 'cache'}: " \
-                f"{card['path']}"
+        kind = {"installed": "installed package", "cache": "cache",
+                "shipped": "shipped with arboreal"}[card["where"]]
+        where = f"{kind}: {card['path']}"
         if "error" in card:
             print(f"{card['name']}  ({where})\n  cannot be read: {card['error']}")
             continue

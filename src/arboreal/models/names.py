@@ -11,7 +11,11 @@ spaCy component) as, in this order:
    imported: finding a model runs none of its code;
 3. **the local model cache**: ``$ARBOREAL_HOME/models/NAME/model.npz`` (and
    ``card.json``), where ``arboreal download`` puts models. ``ARBOREAL_HOME`` defaults
-   to the platform's user cache folder (:func:`model_home`).
+   to the platform's user cache folder (:func:`model_home`);
+4. **a model shipped inside arboreal** (:func:`shipped_models`: ``en_ewt``, in
+   ``arboreal/data/models/NAME/``): what ``pip install arboreal`` brings, so that a
+   name works on a fresh machine; an installed or downloaded model of the same name
+   comes first.
 
 An unknown name is a :class:`~arboreal.errors.ModelError` of one line that lists the
 names there are and the closest one. Nothing here imports numpy or numba.
@@ -72,6 +76,26 @@ def cached_models() -> dict[str, Path]:
     return out
 
 
+#: where the models shipped inside the package lie
+SHIPPED_FOLDER = Path(__file__).resolve().parents[1] / "data" / "models"
+
+
+def shipped_models() -> dict[str, Path]:
+    """name -> model file of every model shipped inside arboreal (``NAME/model.npz``
+    under :data:`SHIPPED_FOLDER`)."""
+    out = {}
+    try:
+        entries = sorted(os.scandir(SHIPPED_FOLDER), key=lambda e: e.name)
+    except OSError:
+        return out
+    for entry in entries:
+        if NAME_PATTERN.fullmatch(entry.name) and entry.is_dir():
+            path = Path(entry.path) / MODEL_FILE
+            if path.is_file():
+                out[entry.name] = path
+    return out
+
+
 def installed_models() -> dict[str, Path]:
     """name -> model file of every installed model package (entry points of
     :data:`ENTRY_POINT_GROUP`; the first of two with the same name wins, as Python's
@@ -116,7 +140,7 @@ def resolve_model(name: str | os.PathLike) -> str:
     text = os.fspath(name)
     if os.path.exists(text) or looks_like_path(text) or not NAME_PATTERN.fullmatch(text):
         return text          # a path: load_model_file reports what is wrong with it
-    for table in (installed_models, cached_models):
+    for table in (installed_models, cached_models, shipped_models):
         found = table().get(text)
         if found is not None:
             return str(found)
@@ -125,7 +149,7 @@ def resolve_model(name: str | os.PathLike) -> str:
 
 def known_models() -> list[str]:
     """The names of the installed and cached models, sorted, each once."""
-    return sorted(set(installed_models()) | set(cached_models()))
+    return sorted(set(installed_models()) | set(cached_models()) | set(shipped_models()))
 
 
 def closest(name: str, names) -> str | None:

@@ -326,7 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     body = render(results, plan, mix, note, command)
     print(body)
     if not args.no_write:
-        write_section("clusters", "Brown clusters: arboreal clusters vs wcluster (issue 16)",
+        write_section("clusters", "Brown clusters: arboreal clusters vs wcluster",
                       command.strip(), body)
     return 0
 

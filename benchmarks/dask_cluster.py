@@ -451,7 +451,7 @@ def main() -> None:
     body = report(args.work_dir, cmd)
     print(body)
     if not args.no_write:
-        write_section("distributed", "Dask: corpus parsing and parameter mixing (issue 20)",
+        write_section("distributed", "Dask: corpus parsing and parameter mixing",
                       "; ".join(dict.fromkeys(commands.values())), body)
 
 

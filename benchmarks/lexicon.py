@@ -84,8 +84,8 @@ def main() -> None:
     print(body)
     if not args.no_write:
         cmd = "python benchmarks/lexicon.py"
-        write_section("lexicon", "Lexicon from unlabeled text: time and memory on 10M tokens "
-                      "(issue 19)", cmd, body)
+        write_section("lexicon", "Lexicon from unlabeled text: time and memory on 10M tokens",
+                      cmd, body)
 
 
 if __name__ == "__main__":

@@ -121,7 +121,7 @@ def main(argv: list[str] | None = None) -> int:
         cmd = (f"python benchmarks/local_margin_exact.py --treebank {args.treebank.name} "
                f"--sentences {args.sentences} --max-length {args.max_length} "
                f"--C {' '.join(f'{c:g}' for c in args.C)} --bits {args.bits}")
-        write_section("local_margin_exact", "Local-margin learner vs the exact QP (issue 19)",
+        write_section("local_margin_exact", "Local-margin learner vs the exact QP",
                       cmd, body)
     return 0
 

@@ -188,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
                    "with `--no-write`.\n\n" if args.from_results else "")
                 + "\n".join(table(r) for r in results)
                 + (f"\n{args.note}" if args.note else ""))
-        write_section(args.section, "Neural pipeline beside the linear one (issue 39)",
+        write_section(args.section, "Neural pipeline beside the linear one",
                       command_line("neural.py", argv if argv is not None
                                    else sys.argv[1:], args.note), body)
     return 0

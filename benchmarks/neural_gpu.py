@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_write:
         from _report import command_line, write_section
 
-        write_section("neural_gpu", "Neural pipeline trained on a GPU (issue 39)",
+        write_section("neural_gpu", "Neural pipeline trained on a GPU",
                       command_line("neural_gpu.py", argv if argv is not None
                                    else sys.argv[1:], args.note), section(r, args.note))
     return 0

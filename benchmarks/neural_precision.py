@@ -90,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_write:
         from _report import command_line, write_section
 
-        write_section("neural_precision", "Neural parsing in float32 and bfloat16 (issue 39)",
+        write_section("neural_precision", "Neural parsing in float32 and bfloat16",
                       command_line("neural_precision.py", argv if argv is not None
                                    else sys.argv[1:], args.note), body)
     return 0

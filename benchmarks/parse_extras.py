@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
                       "### `parse --jobs`", "", *par_lines, ""])
     print(body)
     if not args.no_write:
-        write_section("parse_extras", "Probabilities and parallel parsing (issue 18)",
+        write_section("parse_extras", "Probabilities and parallel parsing",
                       "python benchmarks/parse_extras.py", body)
     return 0
 

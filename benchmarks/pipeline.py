@@ -276,7 +276,7 @@ def main(argv: list[str] | None = None) -> int:
             + ([f"--train-args='{args.train_args}'"] if train_args else [])
             + ([f"--section {args.section}"] if args.section != "pipeline" else [])
             + (["--note ..."] if args.note else []))
-        write_section(args.section, "Raw text to trees (issue 14)"
+        write_section(args.section, "Raw text to trees"
                       + (f", arboreal train {args.train_args}" if train_args else ""),
                       cmd.strip(), body)
     return 0

@@ -133,7 +133,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"compared with the uninterrupted one array by array (dtype and values) "
                 f"and by its best epoch and dev history.\n\n" + "\n".join(lines) + "\n"
                 + (f"\n{args.note}\n" if args.note else ""))
-        write_section("resume_killed", "Killed trainings resumed (issue 42)",
+        write_section("resume_killed", "Killed trainings resumed",
                       command_line("resume.py", argv if argv is not None else sys.argv[1:],
                                    args.note), body)
     failed = [r["point"] for r in rows

@@ -437,8 +437,8 @@ def cmd_main(args) -> int:
                 "'same model': arrays bitwise equal, or test UAS within 0.05 and the parses "
                 "of data/sample's test file identical."
                 + (f" {args.note}" if args.note else "") + "\n\n")
-        write_section("seam_identity", "The same models after the scorer/trainer seam "
-                      "(issue 38)", command_line("seam_identity.py", sys.argv[1:]),
+        write_section("seam_identity", "The same models after the scorer/trainer seam",
+                      command_line("seam_identity.py", sys.argv[1:]),
                       note + body)
     return 0 if all(r["same_model"] for r in rows) else 1
 

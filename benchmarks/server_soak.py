@@ -503,7 +503,7 @@ def main() -> int:
     if args.write:
         argv = sys.argv[1:]
         command = command_line("server_soak.py", argv, args.note)
-        title = "Server soak: 10,000 requests of mixed sizes at concurrency 32 (issue 42)"
+        title = "Server soak: 10,000 requests of mixed sizes at concurrency 32"
         write_section("server_soak", title, command, body)
         write_section("server_soak", title, command, body, doc=RELIABILITY)
     return 0

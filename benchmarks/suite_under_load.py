@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         sys.path.insert(0, str(ROOT / "benchmarks"))
         from _report import command_line, write_section
 
-        write_section("suite_under_load", "The test suite under load (issue 41)",
+        write_section("suite_under_load", "The test suite under load",
                       command_line("suite_under_load.py", sys.argv[1:] if argv is None
                                    else argv), body)
     return 0 if passed else 1

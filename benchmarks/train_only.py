@@ -108,8 +108,8 @@ def main(argv: list[str] | None = None) -> int:
                 "the sentences it was tuned on (the model's metadata), and what it keeps on "
                 "the test split.\n\n" + "\n".join(lines) + f"\n\n{verdict}\n"
                 + (f"\n{args.note}\n" if args.note else ""))
-        write_section("train_only", "Treebanks without a dev split: order 2 and the pruner "
-                      "(issue 38)", command_line("train_only.py", argv if argv is not None
+        write_section("train_only", "Treebanks without a dev split: order 2 and the pruner",
+                      command_line("train_only.py", argv if argv is not None
                                                  else sys.argv[1:], args.note), body)
     return 1 if below else 0
 

@@ -18,7 +18,8 @@ from arboreal.models.names import NAME_PATTERN, check_name, looks_like_path
 
 #: card fields a user (or the catalogue) gives; ``contains`` is always derived
 CARD_FIELDS = ("version", "description", "treebank", "license", "scores", "speed",
-               "full_model")
+               "full_model", "training", "sample_scores", "built_at_commit", "built_on",
+               "attribution")
 DEFAULT_VERSION = "1.0"
 
 

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -35,7 +34,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.insert(0, str(REPO / "tests"))
 
 from server_soak import train_model  # noqa: E402
-from _serve_process import start_server, stop_server  # noqa: E402
+from _serve_process import connect_from as _connect, start_server, stop_server  # noqa: E402
 
 PROBE = urllib.parse.urlencode({"data": "The cat sat on the mat .", "input": "horizontal",
                                 "tagger": "", "parser": ""}).encode()
@@ -67,12 +66,6 @@ def probes(url: str, count: int) -> dict:
             "max_ms": 1000 * times[-1], "errors": errors}
 
 
-def _connect(port: int, source: str) -> socket.socket:
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.settimeout(10)
-    s.bind((source, 0))
-    s.connect(("127.0.0.1", port))
-    return s
 
 
 def flood(url: str, idle: int, slow: int, addresses: int, count: int) -> dict:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -44,3 +45,13 @@ def stop_server(proc: subprocess.Popen, send: bool = True) -> tuple[int, str]:
             proc.kill()
             proc.wait()
     return rc, proc.stderr.read().decode("utf-8", "replace")
+
+
+def connect_from(port: int, source: str) -> socket.socket:
+    """A TCP connection to 127.0.0.1:``port`` from the loopback address ``source`` (an
+    address of 127.0.0.0/8: floods come from other clients than the probes)."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.settimeout(10)
+    s.bind((source, 0))
+    s.connect(("127.0.0.1", port))
+    return s

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import socket
 import sys
-import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -18,7 +17,7 @@ import pytest
 pytest.importorskip("waitress")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _serve_process import start_server, stop_server  # noqa: E402
+from _serve_process import connect_from as _connect, start_server, stop_server  # noqa: E402
 
 PROBE_TIMEOUT = 30      # a probe locked out waits waitress's 120 s: failing, not slow
 
@@ -27,12 +26,6 @@ def _port(url: str) -> int:
     return urllib.parse.urlsplit(url).port
 
 
-def _connect(port: int, source: str) -> socket.socket:
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.settimeout(10)
-    s.bind((source, 0))
-    s.connect(("127.0.0.1", port))
-    return s
 
 
 def _idle(port: int, source: str) -> socket.socket:

@@ -1,6 +1,7 @@
 """arboreal's folder for downloaded and unpacked things (models, encoders)."""
 from __future__ import annotations
 
+import importlib.util
 import os
 import sys
 from pathlib import Path
@@ -23,3 +24,15 @@ def arboreal_home() -> Path:
     # the XDG spec: a relative path is invalid and ignored
     base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
     return base / "arboreal"
+
+
+def package_folder(module: str) -> Path | None:
+    """The folder of the installed package ``module``, found without importing it (a
+    model or encoder package's code never runs), or None."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(list(spec.submodule_search_locations)[0])

@@ -23,12 +23,11 @@ names there are and the closest one. Nothing here imports numpy or numba.
 from __future__ import annotations
 
 import difflib
-import importlib.util
 import os
 import re
 from pathlib import Path
 
-from arboreal._home import arboreal_home
+from arboreal._home import arboreal_home, package_folder
 from arboreal.errors import ModelError
 
 #: the entry-point group of installed model packages (as spaCy's ``spacy_models``)
@@ -59,10 +58,9 @@ def cache_folder() -> Path:
     return model_home() / "models"
 
 
-def cached_models() -> dict[str, Path]:
-    """name -> model file of every model in the cache (complete ones only: a folder
-    without its model file, or one being written, is skipped)."""
-    folder = cache_folder()
+def _model_folders(folder: Path) -> dict[str, Path]:
+    """name -> ``NAME/model.npz`` of every sub-folder of ``folder`` named as a model that
+    holds its model file (a folder without it, or one being written, is skipped)."""
     try:
         entries = sorted(os.scandir(folder), key=lambda e: e.name)
     except OSError:
@@ -76,6 +74,11 @@ def cached_models() -> dict[str, Path]:
     return out
 
 
+def cached_models() -> dict[str, Path]:
+    """name -> model file of every model in the cache (complete ones only)."""
+    return _model_folders(cache_folder())
+
+
 #: where the models shipped inside the package lie
 SHIPPED_FOLDER = Path(__file__).resolve().parents[1] / "data" / "models"
 
@@ -83,17 +86,7 @@ SHIPPED_FOLDER = Path(__file__).resolve().parents[1] / "data" / "models"
 def shipped_models() -> dict[str, Path]:
     """name -> model file of every model shipped inside arboreal (``NAME/model.npz``
     under :data:`SHIPPED_FOLDER`)."""
-    out = {}
-    try:
-        entries = sorted(os.scandir(SHIPPED_FOLDER), key=lambda e: e.name)
-    except OSError:
-        return out
-    for entry in entries:
-        if NAME_PATTERN.fullmatch(entry.name) and entry.is_dir():
-            path = Path(entry.path) / MODEL_FILE
-            if path.is_file():
-                out[entry.name] = path
-    return out
+    return _model_folders(SHIPPED_FOLDER)
 
 
 def installed_models() -> dict[str, Path]:
@@ -106,20 +99,10 @@ def installed_models() -> dict[str, Path]:
     for ep in entry_points(group=ENTRY_POINT_GROUP):
         if ep.name in out or not NAME_PATTERN.fullmatch(ep.name):
             continue
-        folder = _package_folder(ep.module)
+        folder = package_folder(ep.module)
         if folder is not None and (folder / MODEL_FILE).is_file():
             out[ep.name] = folder / MODEL_FILE
     return out
-
-
-def _package_folder(module: str) -> Path | None:
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    return Path(list(spec.submodule_search_locations)[0])
 
 
 def card_path(model_file: str | os.PathLike) -> Path:

@@ -33,7 +33,6 @@ O(pieces x S x D).
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import json
 import os
 import shutil
@@ -190,14 +189,11 @@ def _bundled(name: str) -> tuple[str, tuple[str, str, str]] | None:
 def _package_zip(module: str, member: str) -> Path | None:
     """The file ``member`` of the installed package ``module``, found without importing
     it (the bundling package prints on import)."""
-    try:
-        spec = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        return None
-    if spec is None or not spec.submodule_search_locations:
-        return None
-    path = Path(list(spec.submodule_search_locations)[0]) / member
-    return path if path.is_file() else None
+    from arboreal._home import package_folder
+
+    folder = package_folder(module)
+    path = None if folder is None else folder / member
+    return path if path is not None and path.is_file() else None
 
 
 def _hub_cache(model_id: str) -> Path | None:

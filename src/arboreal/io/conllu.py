@@ -490,14 +490,16 @@ _LINE_AFTER_SENTENCE = re.compile(rb"\n[\s\"')\]\xbb\x9d\x80\xe2]*[.!?]")
 
 def iter_blocks(path_or_file: PathOrFile, chunk_bytes: int = _CHUNK_BYTES,
                 blank_lines: bool = True, overflow=None,
-                line_ends_after: int | None = None) -> Iterator[tuple[bytes, int]]:
+                line_ends_after: int | None = None,
+                drop_bom: bool = False) -> Iterator[tuple[bytes, int]]:
     """``(data, first_line)``: a byte stream in blocks of about ``chunk_bytes`` that end
     after a blank line (``blank_lines``: whole sentences of CoNLL-U, whole paragraphs of
     text) or after a line end (one sentence per line), with the 1-based line number each
     block starts at. With ``line_ends_after`` (raw text), a block that has reached that
     many bytes without a blank line ends at a line end (the last one after
     sentence-final punctuation, if any), so that text without blank lines streams in
-    bounded blocks. A block longer than :data:`MAX_SENTENCE_BYTES` without such an end
+    bounded blocks; ``drop_bom``: a UTF-8 byte order mark at the start is dropped (text;
+    the CoNLL-U reader drops it itself). A block longer than :data:`MAX_SENTENCE_BYTES` without such an end
     raises ``overflow(pending, line)`` (default: a FormatError). O(bytes)."""
     name = _source_name(path_or_file)
     f, own = open_binary(path_or_file)
@@ -512,7 +514,7 @@ def iter_blocks(path_or_file: PathOrFile, chunk_bytes: int = _CHUNK_BYTES,
                 block = block.encode("utf-8")
             if first and block:
                 first = False
-                if block.startswith(b"\xef\xbb\xbf"):
+                if drop_bom and block.startswith(b"\xef\xbb\xbf"):
                     block = block[3:]     # a UTF-8 byte order mark is no part of the text
                     if not block:
                         continue

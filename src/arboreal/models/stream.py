@@ -171,7 +171,8 @@ def _tasks(source, options: StreamOptions) -> Iterator[tuple[bytes, int, int]]:
     line_ends_after = TEXT_LINE_BLOCK_FACTOR * block_bytes \
         if options.input_format == "text" else None
     for data, line in iter_blocks(source, block_bytes, blank_lines=blank_lines,
-                                  line_ends_after=line_ends_after):
+                                  line_ends_after=line_ends_after,
+                                  drop_bom=options.input_format != "conllu"):
         yield data, line, first_id
         if options.input_format in ("tokenized", "lines"):
             first_id += sum(1 for row in data.split(b"\n") if row.strip())

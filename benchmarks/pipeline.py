@@ -49,14 +49,17 @@ METRICS = ("Tokens", "Sentences", "Words", "UPOS", "XPOS", "UFeats", "AllTags", 
 DEFAULT_TREEBANKS = ["UD_English-EWT", "UD_Greek-GDT", "UD_Turkish-IMST"]
 
 
-def tagger_speed(model_path: Path, blank: Path, repeats: int = 3) -> float:
-    """Words per second of the model's tagger alone (in process, best of ``repeats``)."""
+def tagger_speed(model_path: Path, blank: Path, repeats: int = 3) -> float | None:
+    """Words per second of the model's tagger alone (in process, best of ``repeats``);
+    None for a model that tags jointly with parsing (the neural scorer), which has none."""
     from arboreal.io.conllu import read_conllu
     from arboreal.models import load_model
 
     model = load_model(model_path)
     sentences = read_conllu(blank, allow_missing_heads=True, check_trees=False)
     words = sum(len(s) for s in sentences)
+    if model.tagger is None:
+        return None
     model.tagger.tag(sentences[:50])            # compile / warm up
     best = float("inf")
     for _ in range(repeats):
@@ -73,8 +76,24 @@ def scores(gold: Path, system: Path) -> dict[str, float]:
     return {m: 100.0 * result[m]["f1"] for m in METRICS}
 
 
+def recorded_training(model: Path) -> dict:
+    """The training time a model file records of itself (setup + epochs, wall seconds),
+    for a model reused rather than trained again; CPU time and memory are not recorded."""
+    from arboreal.io.model_file import load_model_file
+
+    meta, _ = load_model_file(model)
+    node = meta if "seconds" in meta else meta.get("parser", {})
+    seconds = node.get("seconds") or {}
+    return {"wall": float(sum(seconds.values())), "cpu": float("nan"),
+            "rss_mib": float("nan"), "from_model_file": True}
+
+
 def run_treebank(treebank: str, work: Path, udpipe_dir: Path | None,
-                 train_args: list[str] = ()) -> dict:
+                 train_args: list[str] = (), reuse_model: bool = False) -> dict:
+    """Train on ``treebank``'s train split (dev for early stopping) with ``train_args``,
+    parse its test split from raw text and from gold tokens, and score both. With
+    ``reuse_model`` a model already in ``work`` is parsed with instead of trained again,
+    and its training time is the one its file records."""
     train, dev, test = (split_path(treebank, s) for s in ("train", "dev", "test"))
     work.mkdir(parents=True, exist_ok=True)
     model = work / f"{treebank}.model"
@@ -83,15 +102,19 @@ def run_treebank(treebank: str, work: Path, udpipe_dir: Path | None,
     blank = work / f"{treebank}.test.blank.conllu"
     blank.write_text(blank_tags(test), encoding="utf-8")
     arboreal = [sys.executable, "-m", "arboreal"]
-    t_train = timed(arboreal + ["train", str(train), "--dev", str(dev), "-o", str(model),
-                                "--quiet", *train_args])
+    if reuse_model and model.exists():
+        t_train = recorded_training(model)
+    else:
+        t_train = timed(arboreal + ["train", str(train), "--dev", str(dev), "-o", str(model),
+                                    "--quiet", *train_args])
     words = count_words(test)
     out_raw, out_gold = work / f"{treebank}.raw.conllu", work / f"{treebank}.gold-tok.conllu"
     t_raw = timed(arboreal + ["parse", str(model), str(raw), "--input", "text", "-o",
                               str(out_raw)])
     t_gold = timed(arboreal + ["parse", str(model), str(blank), "-o", str(out_gold)])
     result = {"treebank": treebank, "train_words": count_words(train), "test_words": words,
-              "train": {k: t_train[k] for k in ("wall", "cpu", "rss_mib")},
+              "train": {k: t_train[k] for k in ("wall", "cpu", "rss_mib", "from_model_file")
+                        if k in t_train},
               "parse_raw": {"wall": t_raw["wall"], "words_per_s": words / t_raw["wall"],
                             "rss_mib": t_raw["rss_mib"]},
               "parse_gold_tok": {"wall": t_gold["wall"], "words_per_s": words / t_gold["wall"]},

@@ -176,7 +176,7 @@ def report(specs: list[str], args) -> str:
         "orders 2 and 3 reuse it (its training time is included in theirs). "
         "Every model trains on the same sentences. "
         "UAS/LAS/complete count every word (punctuation included); labels come from the "
-        "first-order parser's second-stage labeler (arboreal.models.labeler). Parse speed: one process, model load + read + parse + write of EWT "
+        "first-order parser's second-stage labeler (arboreal.scorers.labeler). Parse speed: one process, model load + read + parse + write of EWT "
         "test, numba kernels from the on-disk cache (a warm-up run first); the 2-core "
         "machine may be shared with other jobs (see below), which makes wall-clock timings "
         "noisy; the CPU figure divides by the process's CPU time (time.process_time) "

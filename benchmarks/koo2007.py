@@ -279,7 +279,7 @@ def main(argv=None) -> int:
     args.custom = cfg != (QUICK if args.quick else FULL)
     langs = [x for x in args.langs.split(",") if x]
     from arboreal.features import FeatureSet
-    from arboreal.trees.projectivize import projectivize
+    from arboreal.inference.projective import projectivize
     from arboreal.trees.properties import tree_properties
 
     def log(msg):

@@ -60,7 +60,7 @@ def _pass_seconds(config, train, args):
     heads = [np.asarray(s.heads, dtype=np.int64) for s in train]
     projective = args.decoder == "eisner"
     if projective:
-        from arboreal.trees.projectivize import min_loss_projective
+        from arboreal.inference.projective import min_loss_projective
         heads = min_loss_projective(heads, [True] * len(heads))
     if config == "labeled":
         from arboreal.features.labels import LabelFeatures

@@ -49,7 +49,7 @@ def main(argv=None) -> int:
     from arboreal.learn import TrainingData
     from arboreal.learn.eg import ExponentiatedGradient
     from arboreal.learn.loglinear import ScoredBuckets, loglinear_objective
-    from arboreal.trees.projectivize import projectivize
+    from arboreal.inference.projective import projectivize
 
     sents = read_conllu(args.train)
     if args.limit:

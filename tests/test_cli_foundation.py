@@ -229,3 +229,20 @@ def test_compile_notice_needs_one_decoder_of_the_alternatives(tmp_path):
     assert kernels_cached(((eisner, cle), tagger))
     assert not kernels_cached(((kernel("e2", False), cle), tagger))
     assert not kernels_cached(((eisner, cle), kernel("t2", False)))
+
+
+def test_the_compile_notice_probes_the_kernels_the_model_runs():
+    """A neural parser (no second-stage labeler) with CLE is probed on CLE only; a linear
+    pipeline on Eisner, the tagging stage and the labeler: a neural model's parse no
+    longer announces, every run, the labeler's compilation that never comes."""
+    from types import SimpleNamespace
+
+    from arboreal._compile import _PROBES, model_probes
+
+    neural = SimpleNamespace(decoder="cle", scorer=SimpleNamespace(), tokenizer=None,
+                             tagger=None)
+    assert model_probes(neural) == (_PROBES[0][1],)
+    linear = SimpleNamespace(decoder="eisner", scorer=SimpleNamespace(labeler=object()),
+                             tokenizer=None, tagger=None)
+    pipeline = SimpleNamespace(parser=linear, tokenizer=object(), tagger=None)
+    assert model_probes(pipeline) == (_PROBES[0][0], _PROBES[1], _PROBES[2])

@@ -8,7 +8,7 @@ from arboreal.features import FeatureSet
 from arboreal.features.first_order import LONG
 from arboreal.features.hashing import arc_ids, group_hashes, reference_arc_ids
 from arboreal.io.sentence import Sentence
-from arboreal.models.labeler import LABEL_TEMPLATES
+from arboreal.scorers.labeler import LABEL_TEMPLATES
 from arboreal.features.hashing import compile_templates
 from arboreal.features.first_order import ATTR_INDEX
 

@@ -10,22 +10,29 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "arboreal"
 
+DESIGN = SRC.parents[1] / "docs" / "design.md"
+
+
+def read_rules(text: str) -> dict[str, tuple[str, ...]]:
+    """docs/design.md's table of layer rules: package -> the arboreal packages it never
+    imports (the rows between the ``layer rules`` markers)."""
+    rows = text.split("<!-- layer rules: begin -->", 1)[1].split("<!-- layer rules: end -->")[0]
+    rules = {}
+    for line in rows.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) >= 2 and cells[0].startswith("`"):
+            rules[cells[0].strip("`")] = tuple(x.strip() for x in cells[1].split(","))
+    return rules
+
+
 #: package (a folder of arboreal, or a module) -> the arboreal packages it never imports
-RULES = {
-    "inference": ("learn", "models", "scorers", "neural", "features", "io", "cli", "server",
-                  "server_workers", "distributed", "integrations"),
-    "trees": ("learn", "models", "scorers", "neural", "features", "cli", "server",
-              "distributed", "integrations"),
-    "io": ("integrations", "learn", "models", "scorers", "neural", "features", "cli",
-           "server", "distributed"),
-    "features": ("models", "learn", "scorers", "neural", "cli", "server", "distributed",
-                 "integrations"),
-    # learning never reads files and never touches a cluster
-    "learn": ("io", "distributed", "cli", "server", "server_workers", "integrations"),
-    # a scorer never imports the models that hold it, nor the learners that train it
-    "neural": ("learn", "models", "cli", "server", "server_workers", "distributed",
-               "integrations"),
-}
+RULES = read_rules(DESIGN.read_text(encoding="utf-8"))
+
+
+#: the packages at the top, which may import any layer (models, commands) or are the
+#: package's own plumbing; every other package or module of arboreal has a rule above
+TOP = {"models", "cli", "server", "server_workers", "distributed", "integrations",
+       "evaluation", "evaluation_ud", "__init__", "__main__"}
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:
@@ -63,6 +70,56 @@ def test_no_import_points_up_the_layers(package):
             if parts[0] == "arboreal" and len(parts) > 1 and parts[1] in RULES[package]:
                 broken.append(f"{path.relative_to(SRC)}:{line} imports {module}")
     assert not broken, "\n".join(broken)
+
+
+def test_every_package_has_a_rule_or_is_at_the_top():
+    """A new package or module of arboreal gets a rule (or is named as one at the top);
+    private helpers (``_name.py``) are the shared plumbing of every layer."""
+    names = {p.stem if p.is_file() else p.name for p in SRC.iterdir()
+             if (p.is_dir() and (p / "__init__.py").exists()) or p.suffix == ".py"}
+    unruled = sorted(n for n in names - TOP - set(RULES) if not n.startswith("_"))
+    assert not unruled, f"packages without a layer rule: {unruled}"
+
+
+def test_the_table_is_read_whole():
+    """Every package of the table is a package of arboreal, and every package it forbids
+    too (a misspelt row would hold nothing)."""
+    names = {p.stem if p.is_file() else p.name for p in SRC.iterdir()}
+    assert {"inference", "trees", "io", "scorers", "neural", "learn", "features"} <= set(RULES)
+    for package, never in RULES.items():
+        assert package in names and set(never) <= names, (package, never)
+
+
+def test_no_two_modules_import_each_other_at_module_level():
+    """The import graph of module-level imports has no circle."""
+    graph = {}
+    for path in SRC.rglob("*.py"):
+        name = ".".join(path.relative_to(SRC.parent).with_suffix("").parts)
+        graph[name.removesuffix(".__init__")] = path
+    edges = {}
+    for name, path in graph.items():
+        top = ast.parse(path.read_text(encoding="utf-8")).body
+        lines = {n.lineno for n in top if isinstance(n, (ast.Import, ast.ImportFrom))}
+        edges[name] = {m for line, m in _imports(path) if line in lines and m in graph
+                       and m != name}
+    state: dict[str, int] = {}
+
+    def circle_from(v, path):
+        state[v] = 1
+        for w in sorted(edges[v]):
+            if state.get(w) == 1:
+                return path + [w]
+            if w not in state:
+                found = circle_from(w, path + [w])
+                if found:
+                    return found
+        state[v] = 2
+        return None
+
+    for v in sorted(edges):
+        if v not in state:
+            found = circle_from(v, [v])
+            assert found is None, " -> ".join(found)
 
 
 def test_the_rules_see_what_they_check(tmp_path, monkeypatch):

@@ -94,7 +94,7 @@ SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample" / "en_ewt-sampl
 def tiny_treebank(k=12, max_len=12):
     from arboreal.features import FeatureSet
     from arboreal.io.conllu import read_conllu
-    from arboreal.trees.projectivize import projectivize
+    from arboreal.inference.projective import projectivize
 
     sents = [s for s in read_conllu(SAMPLE) if 3 <= len(s) <= max_len][:k]
     sents, _, _ = projectivize(sents)

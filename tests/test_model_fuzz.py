@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 import arboreal
 from arboreal.errors import ModelError
 from arboreal.models import Parser, load_model
-from arboreal.models.labeler import Labeler
+from arboreal.scorers.labeler import Labeler
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample" / "en_ewt-sample-train.conllu"
 def fuzz(examples: int) -> settings:

@@ -185,14 +185,15 @@ def test_label_classifier_trains_through_the_shared_learners(tiny, learner):
     feature items score what its label scores say, and it fits its training labels."""
     from arboreal.features.first_order import ATTRS, FeatureSet
     from arboreal.learn.perceptron import signed_ids
-    from arboreal.models.labeler import Labeler, LabelingData, label_templates
+    from arboreal.models.training import train_labeler
+    from arboreal.scorers.labeler import Labeler, LabelingData, label_templates
 
     fs = FeatureSet("default", bits=14).fit(tiny)
     encs = fs.encode(tiny)
     labels = np.unique(np.concatenate([s.deprels[1:] for s in tiny]).astype(str))
     lab = Labeler(label_templates(set(ATTRS)), labels, bits=12)
     heads = [s.heads.astype(np.int64) for s in tiny]
-    lab.fit(encs, heads, [s.deprels for s in tiny], epochs=10, learner=learner)
+    train_labeler(lab, encs, heads, [s.deprels for s in tiny], epochs=10, learner=learner)
     gold = [lab.labels[lab.predict(e, h)[1:]] for e, h in zip(encs, heads)]
     right = np.concatenate([g == s.deprels[1:] for g, s in zip(gold, tiny)])
     assert right.mean() > 0.95

@@ -7,7 +7,7 @@ from hypothesis import given, settings, strategies as st
 from brute_force import _is_projective, all_trees
 
 from arboreal.io.sentence import Sentence
-from arboreal.trees.projectivize import min_loss_projective, projectivize, projectivize_heads
+from arboreal.inference.projective import min_loss_projective, projectivize, projectivize_heads
 from arboreal.trees.properties import is_projective
 
 

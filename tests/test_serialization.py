@@ -112,7 +112,7 @@ def test_string_lists_must_agree_with_their_count():
 
 
 def test_a_labeler_with_thousands_of_labels_gets_fewer_rows():
-    from arboreal.models.labeler import LABEL_TEMPLATES, TRAIN_TABLE_ENTRIES, Labeler
+    from arboreal.scorers.labeler import LABEL_TEMPLATES, TRAIN_TABLE_ENTRIES, Labeler
 
     with pytest.warns(UserWarning, match="5001 distinct labels"):
         lab = Labeler(LABEL_TEMPLATES, np.array([f"l{i}" for i in range(5001)]), bits=18)

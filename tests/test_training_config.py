@@ -174,10 +174,10 @@ def test_parser_train_is_at_most_80_lines():
 
 
 # ---------------------------------------------------------------------- layers
-#: the modules a parse goes through (models/higher_order.py and labeler.py train only
+#: the modules a parse goes through (models/higher_order.py trains only
 #: through a function-level import of arboreal.models.training)
 PARSING = ["models/parser.py", "models/analysis.py", "models/pipeline.py", "models/tagger.py",
-           "models/tokenizer.py", "models/labeler.py", "models/higher_order.py",
+           "models/tokenizer.py", "models/higher_order.py",
            "models/pieces.py", "models/stream.py", "neural/scorer.py", "neural/network.py",
            *(str(p.relative_to(SRC)) for p in sorted((SRC / "scorers").glob("*.py"))),
            *(str(p.relative_to(SRC)) for p in sorted((SRC / "inference").rglob("*.py")))]

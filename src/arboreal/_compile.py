@@ -20,7 +20,24 @@ _log = logging.getLogger(__name__)
 _PROBES = ((("arboreal.inference.eisner", "_eisner_kernel"),
             ("arboreal.inference.mst", "_cle_kernel")),
            ("arboreal.features.tokens", "greedy_tag"),
-           ("arboreal.models.labeler", "_label_scores"))
+           ("arboreal.scorers.labeler", "_label_scores"))
+
+
+def model_probes(model) -> tuple:
+    """The probe kernels (see :data:`_PROBES`) that parsing with the loaded ``model`` (a
+    pipeline or a parser) runs: its decoder's, the tokenizer's and tagger's stage when it
+    has either, the second-stage labeler's when its scorer has one. A neural model uses
+    no labeler, so a probe of it would announce a compilation that never comes."""
+    parser = getattr(model, "parser", None) or model
+    decoder = (_PROBES[0][1] if getattr(parser, "decoder", "eisner") == "cle"
+               else _PROBES[0][0])
+    probes = [decoder]
+    if any(getattr(x, name, None) is not None for x in (model, parser)
+           for name in ("tokenizer", "tagger")):
+        probes.append(_PROBES[1])
+    if getattr(getattr(parser, "scorer", None), "labeler", None) is not None:
+        probes.append(_PROBES[2])
+    return tuple(probes)
 
 
 def _has_index(probe) -> bool:

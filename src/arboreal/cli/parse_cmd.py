@@ -184,7 +184,7 @@ def run_stream(args, tag_only: bool) -> int:
     from contextlib import ExitStack
 
     import arboreal
-    from arboreal._compile import notice_if_compiling
+    from arboreal._compile import model_probes, notice_if_compiling
     from arboreal.models.facts import ModelFacts
     from arboreal.models.stream import StreamOptions, process_stream
 
@@ -206,7 +206,8 @@ def run_stream(args, tag_only: bool) -> int:
     resolved = [resolve_input(path, args.input_format, model, args.model) for path in inputs]
     options = StreamOptions(resolved[0][1], args.output_format, args.retag, tag_only,
                             decode, marginals, kbest, _input_name(args))
-    notice_if_compiling(args.quiet or scheduler is not None)   # workers compile there
+    # workers compile there
+    notice_if_compiling(args.quiet or scheduler is not None, model_probes(model), "parsing")
     with ExitStack() as stack:
         bar = None
         if not args.quiet and is_terminal():

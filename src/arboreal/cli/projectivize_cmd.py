@@ -28,7 +28,7 @@ def add_parser(subparsers) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from arboreal.io.conllu import read_conllu, write_conllu
-    from arboreal.trees.projectivize import projectivize
+    from arboreal.inference.projective import projectivize
 
     sentences = read_conllu(args.input)
     out, n_sent, n_words = projectivize(sentences, single_root=True if args.single_root else None)

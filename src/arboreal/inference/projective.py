@@ -7,6 +7,10 @@ arc maximises (#correct - #wrong) = 2 * #correct - n, i.e. minimises the loss.
 Single-root gold trees stay single-root; multi-root gold trees may keep several
 roots. Labels travel with their words (a re-attached word keeps its DEPREL).
 
+Arrays in, arrays out (:func:`min_loss_projective`, :func:`projectivize_heads`);
+:func:`projectivize` applies them to sentences (any objects with ``heads``,
+``has_heads`` and ``with_tree``, such as :class:`arboreal.io.sentence.Sentence`).
+
 Cost: one compiled projectivity pass over all trees
 (:func:`arboreal.trees.properties.tree_properties`), then O(n^3) Eisner for the
 non-projective trees only, batched in one call per root constraint.
@@ -17,7 +21,7 @@ from typing import Sequence
 
 import numpy as np
 
-from arboreal.io.sentence import Sentence
+from arboreal.inference.eisner import eisner
 from arboreal.trees.properties import tree_properties
 
 __all__ = ["min_loss_projective", "projectivize", "projectivize_heads"]
@@ -33,8 +37,6 @@ def min_loss_projective(heads_list: Sequence[np.ndarray],
     projective (and inputs that are not trees) are returned unchanged (as copies). O(sum n^3) over the
     non-projective trees only.
     """
-    from arboreal.inference.eisner import eisner  # inference core
-
     out = [np.asarray(h).copy() for h in heads_list]
     if single_root is None:
         single_root = [int((h[1:] == 0).sum()) == 1 for h in out]
@@ -64,8 +66,8 @@ def projectivize_heads(heads: np.ndarray, single_root: bool | None = None) -> np
     return min_loss_projective([heads], flags)[0]
 
 
-def projectivize(sentences: Sequence[Sentence],
-                 single_root: bool | None = None) -> tuple[list[Sentence], int, int]:
+def projectivize(sentences: Sequence, single_root: bool | None = None
+                 ) -> tuple[list, int, int]:
     """Replace each non-projective tree by a minimum-loss projective tree.
 
     Sentences with unknown heads are passed through untouched. Returns

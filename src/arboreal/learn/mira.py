@@ -4,7 +4,7 @@ All variants keep the averaged weights (lazy averaging as in
 :mod:`arboreal.learn.perceptron`) and visit the sentences in an order shuffled by
 ``np.random.default_rng(seed)``. Loss of a tree: the number of words with a wrong
 head (the two-stage parser trains labels separately, see
-:mod:`arboreal.models.labeler`).
+:mod:`arboreal.scorers.labeler`).
 
 * ``Mira`` (1-best): one constraint, the best tree under the current weights
   (Eisner or Chu-Liu-Edmonds) made *cost-augmented*: every non-gold arc scores

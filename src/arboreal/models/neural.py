@@ -243,7 +243,7 @@ def train_neural(parser_class, train: list, dev: list | None, decoder: str = "cl
     structure = TreeStructure.of_decoder(decoder, single_root)
     gold = train
     if structure.projective:
-        from arboreal.trees.projectivize import min_loss_projective
+        from arboreal.inference.projective import min_loss_projective
 
         heads = min_loss_projective([np.asarray(s.heads, dtype=np.int64) for s in train],
                                     [single_root] * len(train))

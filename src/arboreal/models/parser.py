@@ -4,7 +4,7 @@ One class for every order and scorer. Parsing is here; training
 (:meth:`Parser.train`) is :mod:`arboreal.models.training`, which this module imports
 only when a parser is trained, so that parsing never loads the learners
 (:mod:`arboreal.learn`): it fits the feature vocabularies, trains the label classifier
-on the gold trees (see :mod:`arboreal.models.labeler` for the two-stage design), for a
+on the gold trees (see :mod:`arboreal.scorers.labeler` for the two-stage design), for a
 higher-order factorization the first-order pruner of
 :mod:`arboreal.models.higher_order`, then runs a learner over arcs (and parts) under the
 one epoch loop, keeping the best dev epoch.

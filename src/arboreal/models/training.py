@@ -41,7 +41,7 @@ from arboreal.models.higher_order import (GRAND_SCOPES, HEAD_LIMITS, HELD_OUT,
                                           TEMPERATURE_MAX_WORDS, TEMPERATURE_SENTENCES,
                                           TEMPERATURES, HigherOrder, default_pruner_epochs,
                                           parse_parts)
-from arboreal.models.labeler import (TRAIN_TABLE_ENTRIES, Labeler, LabelingData, fitting_bits,
+from arboreal.scorers.labeler import (TRAIN_TABLE_ENTRIES, Labeler, LabelingData, fitting_bits,
                                      label_templates)
 from arboreal.models.parser import _is_projective, attachment_scores
 from arboreal.scorers.hashed import HashedScorer
@@ -456,7 +456,7 @@ class _LinearTraining:
             projectivize = not kinds or self.marginal_based
         arc_heads, n_projectivized = heads, 0
         if projectivize and self.train_decoder == "eisner":
-            from arboreal.trees.projectivize import min_loss_projective
+            from arboreal.inference.projective import min_loss_projective
 
             arc_heads = min_loss_projective(heads, [config.single_root] * len(heads))
             n_projectivized = sum(int((a != h).any()) for a, h in zip(arc_heads, heads))

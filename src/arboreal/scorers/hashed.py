@@ -2,7 +2,7 @@
 
 Arc scores are ``w . f(h, m)`` over the templates of a
 :class:`~arboreal.features.FeatureSet`; label scores come from the second-stage
-:class:`~arboreal.models.labeler.Labeler`, or, for a jointly labeled model (learner
+:class:`~arboreal.scorers.labeler.Labeler`, or, for a jointly labeled model (learner
 ``loglinear-labeled``), from :class:`~arboreal.features.labels.LabelFeatures` with
 weights ``label_weights``: then the decoder maximises ``w . f(h, m) + max_l v . g(h, m,
 l)`` and the partition function sums ``exp`` of ``w . f(h, m) + logsumexp_l v . g``.
@@ -18,7 +18,7 @@ from arboreal._arrays import as_aligned
 from arboreal.features.first_order import (ATTR_INDEX, N_RESERVED, TEMPLATE_SETS,
                                           FeatureSet)
 from arboreal.features.labels import constrain_root_arcs
-from arboreal.models.labeler import MAX_TABLE_ENTRIES, Labeler, check_templates
+from arboreal.scorers.labeler import MAX_TABLE_ENTRIES, Labeler, check_templates
 from arboreal.io.model_file import (MAX_WEIGHT_BITS, MetaFields, array_shape,
                                            get_strings, get_weights, put_strings,
                                            put_vocabs, put_weights)

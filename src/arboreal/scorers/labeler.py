@@ -148,15 +148,6 @@ class Labeler:
         labeler.W = get_weights(arrays, "l", labeler.W.size).reshape(labeler.W.shape)
         return labeler
 
-    def fit(self, encoded: list, heads: list, deprels: list, epochs: int, seed: int = 0,
-            learner: str = "perceptron", **options) -> "Labeler":
-        """Train on gold trees: encoded sentences, heads (n+1,), deprels (n+1,) of str,
-        with a learner of :mod:`arboreal.learn` (one that trains structures other than
-        arc-factored trees: perceptron, mira) for ``epochs`` passes."""
-        from arboreal.models.training import train_labeler
-
-        return train_labeler(self, encoded, heads, deprels, epochs, seed, learner, **options)
-
     def predict(self, enc, heads: np.ndarray) -> np.ndarray:
         """Label index (n+1,) of every word given the tree (index 0 unused, -1): the
         best-scoring label, ``root`` exactly for the words on the root when the label

@@ -1,4 +1,5 @@
-"""Dependency-tree utilities: well-formedness, roots, projectivity (and projectivization).
+"""Dependency-tree utilities: well-formedness, roots, projectivity (projectivization, which
+decodes, is :mod:`arboreal.inference.projective`).
 
 See :mod:`arboreal.trees.properties` for the definitions used.
 """

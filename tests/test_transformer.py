@@ -166,6 +166,42 @@ def test_a_sentence_beyond_the_position_limit_is_read_in_windows(tmp_path):
     assert torch.allclose(got[50:], alone, atol=1e-5)
 
 
+def test_windows_read_in_groups_of_similar_length_give_the_states_of_one_call(
+        bert, monkeypatch):
+    """The batch's windows are cut into groups under the piece budget (to spare the
+    padding); the words' states are those of one call over the whole padded batch, and
+    the gradient reaches every group."""
+    from arboreal.neural import transformer
+    from arboreal.neural.transformer import row_groups
+
+    lengths = np.array([9, 3, 30, 3, 12, 40, 5])
+    groups = row_groups(lengths, budget=60)
+    assert sorted(np.concatenate(groups).tolist()) == list(range(7))
+    for g in groups:                # each group within the budget, or one row alone
+        assert len(g) * lengths[g].max() <= 60 or len(g) == 1
+    assert [lengths[g].max() for g in groups] == sorted(lengths[g].max() for g in groups)
+    assert len(row_groups(lengths, budget=10 ** 6)) == 1
+
+    encoder = PretrainedEncoder(bert).float()
+    sentences = [WORDS[:3], (WORDS * 4)[:20], WORDS[2:5], (WORDS * 2)[1:9], WORDS[:1]]
+    whole, _ = _states(encoder, sentences)
+    monkeypatch.setattr(transformer, "PIECE_BUDGET", 16)
+    grouped, batch = _states(encoder, sentences)
+    assert len(row_groups(batch["attention_mask"].sum(axis=1), 16)) > 2
+    assert torch.allclose(whole, grouped, atol=1e-5)
+    encoder.model.requires_grad_(True)
+    forms = sorted({w for s in sentences for w in s})
+    offsets, ids = encoder.tokenizer.pieces(forms)
+    index = {f: i for i, f in enumerate(forms)}
+    batch = encoder.inputs(offsets, ids, np.array([index[w] for s in sentences for w in s]),
+                           np.array([len(s) for s in sentences]))
+    out = encoder(batch)
+    (out * torch.randn(out.shape, generator=torch.Generator().manual_seed(0))).sum().backward()
+    grad = encoder.model.embeddings.word_embeddings.weight.grad
+    used = np.unique(batch["input_ids"][batch["attention_mask"] > 0])
+    assert (grad[torch.from_numpy(used)].abs().sum(dim=1) > 0).all()
+
+
 def test_piece_batches_cover_every_word_once():
     offsets = np.array([0, 1, 4, 6])
     ids = np.array([7, 8, 9, 10, 11, 12])

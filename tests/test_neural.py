@@ -512,3 +512,33 @@ def test_the_server_the_tag_command_and_spacy_serve_a_neural_model(tiny_model, t
     nlp.add_pipe("arboreal", config={"model": str(path)})
     doc = nlp("The dog barks loudly.")
     assert all(t.pos_ for t in doc) and sum(t.dep_ == "root" for t in doc) == 1
+
+
+def test_a_compact_neural_model_stores_float16_parameters_and_parses_alike(tiny_model,
+                                                                            tmp_path):
+    """``arboreal shrink`` / ``package`` store a neural scorer's parameters as float16
+    (half the file; nothing dropped): loaded back as float32 they are the rounded
+    originals, and the model parses as the full one but where the rounding decides."""
+    import arboreal
+    from arboreal.io.model_file import load_model_file
+    from arboreal.models.distribute import distribution_model
+
+    model, path = tiny_model
+    out = tmp_path / "compact.model"
+    card = distribution_model(str(path), out)
+    assert card["compact"]["neural_parameters"]["float16"] > 0
+    assert card["compact"]["neural_parameters"]["float32"] == 0
+    _, full = load_model_file(path)
+    _, small = load_model_file(out)
+    names = [k for k in full if k.startswith("nn_")]
+    for k in names:
+        assert small[k].dtype == np.float16
+        assert np.array_equal(small[k], full[k].astype(np.float16))
+    full.close()
+    small.close()
+    assert out.stat().st_size < 0.7 * path.stat().st_size
+    test = read_conllu(SAMPLE / "en_ewt-sample-test.conllu")[:60]
+    a, b = model.parse(test), arboreal.load(out).parse(test)
+    same = sum(int((x.heads == y.heads).sum()) for x, y in zip(a, b))
+    words = sum(len(x) for x in a)
+    assert same >= 0.98 * words

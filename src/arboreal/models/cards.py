@@ -71,6 +71,20 @@ def model_contents(meta: dict) -> dict:
                          "decoder": meta.get("decoder"), "scorer": scorer,
                          "learner": training.get("learner"),
                          "labels": "joint" if "label_features" in meta else "classifier"}
+        neural = meta.get("neural")
+        if isinstance(neural, dict):
+            # one network tags and parses: its tag columns are the model's tagger
+            columns = neural.get("tag_columns")
+            if isinstance(columns, list) and columns and out["tagger"] is None:
+                out["tagger"] = [str(c) for c in columns]
+            options = training.get("options")
+            objective = options.get("objective") if isinstance(options, dict) else None
+            out["parser"].update(learner=f"gradient descent ({objective} loss)"
+                                 if isinstance(objective, str) else None, labels="biaffine")
+            encoder = neural.get("encoder")
+            if isinstance(encoder, dict) and isinstance(encoder.get("name"), str):
+                out["encoder"] = {k: encoder[k] for k in ("name", "fine_tuned", "requires")
+                                  if k in encoder}
     return out
 
 
@@ -151,8 +165,16 @@ def describe(card: dict, where: str) -> list[str]:
     if isinstance(parser, dict):
         parts.append(f"parser (order {parser.get('order')}, {parser.get('decoder')}, "
                      f"{parser.get('scorer')}, learner {parser.get('learner')})")
+    encoder = contains.get("encoder")
+    if isinstance(encoder, dict):
+        parts.append(f"{'fine-tuned' if encoder.get('fine_tuned') else 'frozen'} encoder "
+                     f"{encoder.get('name')}")
     if parts:
         lines.append(f"  contains: {', '.join(parts)}")
+    if isinstance(encoder, dict):
+        needs = "pip install 'arboreal[neural,transformer]'" + (
+            f" {encoder['requires']}" if isinstance(encoder.get("requires"), str) else "")
+        lines.append(f"  needs: {needs}")
     scores = card.get("scores")
     if isinstance(scores, dict):
         text = [f"{what}: {_scores(scores.get(key))}" for key, what in

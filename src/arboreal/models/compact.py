@@ -14,6 +14,11 @@ it ever saw. :func:`compact_arrays` rewrites each of them at the file level:
    (:func:`~arboreal.io.model_file.put_half_weights`: every value a normal
    float16), rounded to :data:`DEFAULT_BITS` significant bits, else as float32.
 
+A neural scorer's parameters (``nn_*``, float32 tensors) are stored as float16 where
+every value is finite and within float16's range, none dropped (:func:`half_tensors`):
+the scorer loads them as float32 and parses in bfloat16 on CPUs that compute it (a
+coarser rounding than float16's) or float32 elsewhere.
+
 Everything else in the file (vocabularies, labels, templates, metadata) is copied as
 it is, and the metadata records what was done (``compact``). Loading needs nothing
 new: the file holds an ordinary model whose weights are the rounded survivors.
@@ -48,6 +53,31 @@ def weight_prefixes(arrays: Mapping) -> list[str]:
     """The float32 weight vectors of a model file: the prefixes with ``_mask`` and
     ``_nz`` (the vectors of an already compact file are float16 and not listed)."""
     return sorted(k[:-5] for k in arrays if k.endswith("_mask") and f"{k[:-5]}_nz" in arrays)
+
+
+#: the prefix of a neural scorer's parameters in a model file
+NEURAL_PREFIX = "nn_"
+#: float16's largest finite value
+FLOAT16_MAX = 65504.0
+
+
+def half_tensors(arrays: Mapping, prefix: str = NEURAL_PREFIX) -> tuple[dict, dict]:
+    """The float32 tensors under ``prefix`` as float16, each where all its values are
+    finite and fit (else kept as they are): ``(arrays to replace, report)``. O(size)."""
+    out, halved, kept = {}, 0, 0
+    for key in arrays:
+        if not key.startswith(prefix):
+            continue
+        value = np.asarray(arrays[key])
+        if value.dtype != np.float32:
+            continue
+        if np.isfinite(value).all() and (value.size == 0
+                                         or float(np.abs(value).max()) < FLOAT16_MAX):
+            out[key] = value.astype(np.float16)
+            halved += value.size
+        else:
+            kept += value.size
+    return out, {"float16": halved, "float32": kept}
 
 
 def parse_thresholds(text: str) -> dict[str, float]:
@@ -123,10 +153,14 @@ def compact_arrays(meta: dict, arrays: Mapping,
                                                 threshold_of(table, prefix), float16,
                                                 significant_bits)
         out.update({f"{prefix}_{k}": v for k, v in vector.items()})
+    halves, neural = half_tensors(out) if float16 else ({}, {})
+    out.update(halves)
     new_meta = {k: v for k, v in meta.items() if k not in ("format", "format_version")}
     new_meta["compact"] = {
         "thresholds": dict(table), "float16": float16, "significant_bits": significant_bits,
         "weights_kept": sum(r["kept"] for r in report.values()),
         "weights_dropped": sum(r["dropped"] for r in report.values()),
         "vectors": report}
+    if neural.get("float16") or neural.get("float32"):
+        new_meta["compact"]["neural_parameters"] = neural
     return new_meta, out

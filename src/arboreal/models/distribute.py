@@ -65,7 +65,8 @@ def distribution_model(model: str, out: str | os.PathLike, name: str | None = No
                                               significant_bits or DEFAULT_BITS)
         full["compact"] = {k: new_meta["compact"][k] for k in
                            ("thresholds", "float16", "significant_bits", "weights_kept",
-                            "weights_dropped")}
+                            "weights_dropped", "neural_parameters")
+                           if k in new_meta["compact"]}
         full.setdefault("full_model", {"size_bytes": os.path.getsize(path)})
     else:
         new_meta = {k: v for k, v in meta.items() if k not in ("format", "format_version")}

@@ -141,6 +141,12 @@ def test_the_command_lines_higher_order_options_and_defaults_are_the_configs(cap
     assert f"(default {config.threshold:.0e})".replace("e-0", "e-") in out
     assert f"(default {config.memory_budget / 2**30:g} GiB" in out
     assert f"{config.grand_scope}, default" in out
+    # the hash size: stated once (features.first_order), the help says the same
+    from arboreal.features.first_order import DEFAULT_HASH_BITS, FeatureSet
+
+    assert config.hash_bits == DEFAULT_HASH_BITS == FeatureSet().bits
+    assert (f"(default {DEFAULT_HASH_BITS}: {4 * 2 ** DEFAULT_HASH_BITS // 2 ** 20} MB of "
+            "float32)") in out
 
 
 def test_the_learner_may_still_be_the_third_argument(tiny):

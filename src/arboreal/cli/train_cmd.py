@@ -136,7 +136,9 @@ def add_parser(subparsers) -> None:
                         "in the training data, rarer ones sharing one unknown value (the "
                         "feature pruning of Koo et al. 2008; cluster features are kept); "
                         "default 0: all")
-    p.add_argument("--hash-bits", type=_positive, default=23, metavar="B",
+    # the default is the feature set's (features.first_order.DEFAULT_HASH_BITS, which
+    # the help states: checked by a test; importing it here would load numba for --help)
+    p.add_argument("--hash-bits", type=_positive, default=None, metavar="B",
                    help="2**B hashed feature weights (default 23: 32 MB of float32)")
     p.add_argument("--clusters", metavar="PATHS", default=None,
                    help="word clusters (a paths file of 'arboreal clusters' or Liang's "
@@ -275,7 +277,7 @@ def _check_neural(args) -> None:
             ("--parts", bool(args.parts)), ("--learner-option", bool(args.learner_option)),
             ("--features", args.features is not None), ("--clusters", args.clusters),
             ("--lexicon", args.lexicon), ("--scheduler", args.scheduler),
-            ("--hash-bits", args.hash_bits != 23), ("--jackknife", args.jackknife),
+            ("--hash-bits", args.hash_bits is not None), ("--jackknife", args.jackknife),
             *((f"--{k.replace('_', '-')}", getattr(args, k) is not None)
               for k in HIGHER_ORDER_KEYS),
             ("--parser-tags", args.parser_tags), ("--tagger-epochs", args.tagger_epochs))
@@ -328,7 +330,7 @@ def _train(args, mixing) -> int:
         _log.warning("%s: %s", args.train, warning)
     if args.patience is not None and not args.dev:
         raise ArborealError("--patience needs --dev (it stops on dev UAS)")
-    if args.hash_bits > 30 or args.hash_bits < 10:
+    if args.hash_bits is not None and not 10 <= args.hash_bits <= 30:
         raise ArborealError("--hash-bits must lie in 10..30")
     if args.no_tagger and (args.jackknife or args.tagger_epochs or args.parser_tags):
         raise ArborealError("--jackknife, --tagger-epochs and --parser-tags need the tagger "
@@ -432,9 +434,10 @@ def training_config(args, features: str, part_templates: dict | None):
         learner=args.learner or DEFAULT_LEARNER, learner_options=options, epochs=args.epochs,
         patience=args.patience, seed=args.seed, decoder=args.decoder,
         single_root=not args.multi_root, projectivize=False if args.no_projectivize else None,
-        features=features, hash_bits=args.hash_bits, feature_cutoff=args.feature_cutoff,
+        features=features, feature_cutoff=args.feature_cutoff,
         top_words=args.top_words, order=args.order, parts=args.parts,
-        part_templates=part_templates, **named)
+        part_templates=part_templates,
+        **({} if args.hash_bits is None else {"hash_bits": args.hash_bits}), **named)
 
 
 def _checkpoint(args):

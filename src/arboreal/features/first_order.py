@@ -204,6 +204,10 @@ class PackedSentences:
 _DIGIT_TABLE = str.maketrans("0123456789", "0000000000")
 
 
+#: 2**bits hashed feature weights of a parser by default (32 MB of float32)
+DEFAULT_HASH_BITS = 23
+
+
 class FeatureSet:
     """Hashed first-order arc features (see the module docstring).
 
@@ -236,7 +240,7 @@ class FeatureSet:
     mask) before :meth:`encode`.
     """
 
-    def __init__(self, templates: str | list[str] = "default", bits: int = 23,
+    def __init__(self, templates: str | list[str] = "default", bits: int = DEFAULT_HASH_BITS,
                  cutoff: int = 0, lowercase: bool | None = None, share_blocks: bool = True,
                  clusters=None, lexicon=None, lexical_templates: list[str] | None = None,
                  top_words: int = 0):

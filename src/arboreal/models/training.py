@@ -30,7 +30,8 @@ from typing import Callable
 import numpy as np
 
 from arboreal.errors import ArborealError
-from arboreal.features.first_order import ATTRS, CLUSTER_ATTRS, N_RESERVED, FeatureSet
+from arboreal.features.first_order import (ATTRS, CLUSTER_ATTRS, DEFAULT_HASH_BITS, N_RESERVED,
+                                           FeatureSet)
 from arboreal.features.higher_order import (CLUSTER_PART_TEMPLATES, DEFAULT_PART_TEMPLATES,
                                             HigherOrderFeatures)
 from arboreal.inference.higher_order import PartIndex
@@ -113,7 +114,7 @@ class TrainingConfig:
     single_root: bool = True
     projectivize: bool | None = None
     features: str = "default"
-    hash_bits: int = 23
+    hash_bits: int = DEFAULT_HASH_BITS
     feature_cutoff: int = 0
     top_words: int = 0
     lexical_templates: list | None = None

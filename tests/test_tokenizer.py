@@ -347,3 +347,66 @@ def test_word_shape(form, shape):
     from arboreal.features.tokens import word_shape
 
     assert word_shape(form) == shape
+
+
+def _bound_groups(tmp_path, stems, mwt=True):
+    """A treebank whose tokens bind the prefixes 'ne' and 't' to a stem as one
+    multiword token ('netsotam' = ne t sotam), beside plain stems; with ``mwt`` False
+    the same text with no multiword token."""
+    lines = []
+    for k, (a, b) in enumerate(zip(stems, stems[1:] + stems[:1])):
+        text = f"ne{a} t{b} {b}."
+        lines += ["# newpar", f"# sent_id = {k}", f"# text = {text}"]
+        if mwt:
+            lines += [f"1-2\tne{a}\t_\t_\t_\t_\t_\t_\t_\t_",
+                      "1\tne\t_\tAUX\t_\t_\t2\taux\t_\t_", f"2\t{a}\t_\tVERB\t_\t_\t0\troot\t_\t_",
+                      f"3-4\tt{b}\t_\t_\t_\t_\t_\t_\t_\t_",
+                      "3\tt\t_\tDET\t_\t_\t4\tdet\t_\t_", f"4\t{b}\t_\tNOUN\t_\t_\t2\tobj\t_\t_",
+                      f"5\t{b}\t_\tNOUN\t_\t_\t4\tappos\t_\tSpaceAfter=No",
+                      "6\t.\t_\tPUNCT\t_\t_\t2\tpunct\t_\t_", ""]
+        else:
+            lines += [f"1\tne{a}\t_\tVERB\t_\t_\t0\troot\t_\t_",
+                      f"2\tt{b}\t_\tNOUN\t_\t_\t1\tobj\t_\t_",
+                      f"3\t{b}\t_\tNOUN\t_\t_\t2\tappos\t_\tSpaceAfter=No",
+                      "4\t.\t_\tPUNCT\t_\t_\t1\tpunct\t_\t_", ""]
+    path = tmp_path / ("mwt.conllu" if mwt else "plain.conllu")
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return read_conllu(path)
+
+
+def _stems(n, seed):
+    rng = np.random.default_rng(seed)
+    consonants, vowels = "bdgklmprsz", "aiou"
+    return sorted({"".join(rng.choice(list(consonants)) + rng.choice(list(vowels))
+                           for _ in range(3)) for _ in range(n)})
+
+
+def test_unseen_multiword_tokens_are_split_by_the_learned_splitter(tmp_path):
+    """Forms never seen in training are cut into words where the treebank's spelled-out
+    multiword tokens taught it (the prefixes), plain unseen words are left whole, and
+    the splitter survives saving; a treebank without multiword tokens gets none."""
+    from arboreal.models.tokenizer import MIN_SPLIT_TYPES
+
+    stems = _stems(400, 0)
+    train, unseen = stems[:300], [s for s in stems[300:] if s not in stems[:300]]
+    tok = Tokenizer.train(_bound_groups(tmp_path, train), epochs=3)
+    assert tok.split_weights is not None and 2 * len(train) >= MIN_SPLIT_TYPES
+    text = " ".join(f"ne{u} t{u} {u}." for u in unseen[:20])
+    sentences = list(tok.tokenize([text]))
+    words = [w for s in sentences for w in s.forms[1:].tolist()]
+    expected = [w for u in unseen[:20] for w in ("ne", u, "t", u, u, ".")]
+    assert words == expected
+    ranges = [line.split("\t")[:2] for s in sentences for _, line in s.extra]
+    assert ranges[:2] == [["1-2", f"ne{unseen[0]}"], ["3-4", f"t{unseen[0]}"]]
+
+    from arboreal.io.model_file import MetaFields
+
+    meta, arrays = {}, {}
+    tok.put(meta, arrays)
+    back = Tokenizer.from_file_contents(MetaFields("m", meta), arrays)
+    again = [w for s in back.tokenize([text]) for w in s.forms[1:].tolist()]
+    assert again == expected
+
+    plain = Tokenizer.train(_bound_groups(tmp_path, train, mwt=False), epochs=3)
+    assert plain.split_weights is None
+    assert all(not s.extra for s in plain.tokenize([text]))

@@ -10,7 +10,12 @@ perceptron of :mod:`arboreal.learn.tagging`. Paragraphs are the treebank's
 a token with ``SpaceAfter=No``). A multiword token is expanded into its words by the
 training lexicon when the form was more often a multiword token than not there (the
 words' letters are cut from the token itself when they spell it out, else the casing of
-the first letter, or of every letter, is carried over); an unknown token ending in a
+the first letter, or of every letter, is carried over); an unknown token is split into words by
+the splitter when training spelled out enough multiword tokens (:data:`MIN_SPLIT_TYPES`):
+a second character stage, *word ends here* or not after each character of a token,
+trained on the distinct token forms of training (the spelled-out multiword tokens with
+their word boundaries, the others with none) with character features alone, no lexicon,
+as an unseen form has none; else, or where it splits nothing, an unknown token ending in a
 final word that training split off most tokens ending in it (English *'s*) is split
 there; other tokens are one word each. A paragraph end always ends a sentence, and a sentence is cut
 after :data:`MAX_SENTENCE_TOKENS` tokens when no sentence end came earlier. Spans that UD
@@ -59,6 +64,13 @@ LEXICON_FOLDS = 5
 #: come from a handful of paragraphs, far poorer than the model's (two paragraphs of
 #: 40 sentences: each paragraph's lexicon from the other one)
 MIN_FOLD_PARAGRAPHS = 10 * LEXICON_FOLDS
+#: a splitter of unseen tokens into words (:meth:`Tokenizer._split_unseen`) is trained
+#: when training has at least this many distinct multiword tokens that spell out their
+#: words (Coptic's bound groups, Hebrew's and Arabic's clitics, English *don't*)
+MIN_SPLIT_TYPES = 50
+#: hashed weights (2**bits) and epochs of the splitter
+SPLIT_BITS = 20
+SPLIT_EPOCHS = 5
 #: characters tokenized per kernel call (memory: 96 bytes of attributes each)
 BATCH_CHARS = 1 << 20
 
@@ -167,7 +179,8 @@ class Tokenizer:
     def __init__(self, weights: np.ndarray, bits: int, tokens: set[str],
                  segmentations: dict[str, frozenset[int]], multiword: dict[str, tuple[str, ...]],
                  meta: dict | None = None, spaces_in_tokens: bool = False,
-                 suffixes: list[str] | None = None, one_token_rule: bool = False):
+                 suffixes: list[str] | None = None, one_token_rule: bool = False,
+                 split_weights: np.ndarray | None = None, split_bits: int = SPLIT_BITS):
         #: whether training had tokens containing whitespace (Vietnamese has); if not,
         #: whitespace always ends a token
         self.spaces_in_tokens = spaces_in_tokens
@@ -182,6 +195,10 @@ class Tokenizer:
         self.multiword = multiword
         self.meta = dict(meta or {})
         self.attributes = CharacterAttributes(tokens, segmentations)
+        #: the splitter of unseen tokens (None: not trained) and its hash size
+        self.split_weights = split_weights
+        self.split_bits = int(split_bits)
+        self._bare = CharacterAttributes(set(), {})
 
     # ------------------------------------------------------------------ training
     @classmethod
@@ -235,6 +252,7 @@ class Tokenizer:
                     suffixes=suffixes,
                     one_token_rule=spans >= ONE_TOKEN_MIN_COUNT
                     and whole >= ONE_TOKEN_MIN_SHARE * spans)
+        model._train_splitter(sentences, seed)
         attrs, starts, gold = model._pack_jackknifed(paragraphs)
         cand = np.array([[NONE, TOKEN_END, SENTENCE_END]], dtype=np.int32)
         cand_n = np.array([3], dtype=np.int32)
@@ -265,6 +283,64 @@ class Tokenizer:
                       "one_token_spans": spans, "one_token_spans_whole": whole,
                       "dev_boundary_f1": round(f1, 2) if f1 is not None else None}
         return model
+
+    def _train_splitter(self, sentences: list, seed: int) -> None:
+        """Train :attr:`split_weights` on the distinct surface forms of ``sentences``
+        (each form's most frequent analysis: the word boundaries of a spelled-out
+        multiword token, none for a plain token; other multiword tokens and tokens with
+        spaces are left out), when at least :data:`MIN_SPLIT_TYPES` of them are spelled
+        out. O(characters of the distinct forms x epochs)."""
+        analyses: dict[str, Counter] = defaultdict(Counter)
+        for s in sentences:
+            for form, words, _ in _surface_tokens(s):
+                if not form or any(c.isspace() for c in form):
+                    continue
+                if len(words) == 1:
+                    analyses[form][()] += 1
+                    continue
+                parts = [str(s.forms[w]) for w in words]
+                if "".join(parts).lower() == form.lower() and all(parts):
+                    analyses[form][tuple(np.cumsum([len(x) for x in parts[:-1]]) - 1)] += 1
+        forms = sorted(analyses)
+        best = [analyses[f].most_common(1)[0][0] for f in forms]
+        if sum(1 for b in best if b) < MIN_SPLIT_TYPES:
+            return
+        from arboreal.learn.tagging import StageLearner
+        from arboreal.learn.trainer import Trainer
+
+        attrs, starts = self._pack_forms(forms)
+        gold = np.zeros(len(attrs), dtype=np.int32)
+        for k, cuts in enumerate(best):
+            gold[starts[k] + np.asarray(cuts, dtype=np.int64)] = 1
+        cand = np.array([[0, 1]], dtype=np.int32)
+        learner = StageLearner(attrs, starts, np.zeros((len(gold), 0), dtype=np.int32), -1,
+                               cand, np.array([2], dtype=np.int32), gold, self.split_bits)
+        self.split_weights = Trainer(SPLIT_EPOCHS, seed).run(learner).snapshot
+
+    def _pack_forms(self, forms: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Character attribute rows of each form alone, without the lexicons."""
+        starts = np.zeros(len(forms) + 1, dtype=np.int64)
+        np.cumsum([len(f) for f in forms], out=starts[1:])
+        attrs = (np.concatenate([self._bare.rows(f) for f in forms]) if forms
+                 else np.zeros((0, N_ATTRS), dtype=np.uint64))
+        return attrs, starts
+
+    def _split_unseen(self, forms: list[str]) -> list[tuple[str, ...]]:
+        """The words of each of ``forms`` by the splitter (a form it does not split: one
+        word). One kernel call for all of them; O(characters)."""
+        if self.split_weights is None or not forms:
+            return [(f,) for f in forms]
+        attrs, starts = self._pack_forms(forms)
+        out = np.zeros(len(attrs), dtype=np.int32)
+        greedy_tag(attrs, starts, np.zeros((len(attrs), 0), dtype=np.int32), -1,
+                   np.array([[0, 1]], dtype=np.int32), np.array([2], dtype=np.int32),
+                   self.split_weights, self.split_bits, out)
+        result = []
+        for k, form in enumerate(forms):
+            cuts = np.flatnonzero(out[starts[k]: starts[k + 1] - 1]).tolist()
+            bounds = [0, *(c + 1 for c in cuts), len(form)]
+            result.append(tuple(form[a:b] for a, b in zip(bounds, bounds[1:])))
+        return result
 
     def _pack_jackknifed(self, paragraphs: list[tuple[str, np.ndarray]]):
         """``_pack`` of training paragraphs whose attribute rows read the lexicons
@@ -407,10 +483,14 @@ class Tokenizer:
         forms: list[str] = []
         misc: list[str] = []
         extra: list[tuple[int, str]] = []
+        split = {}
+        if self.split_weights is not None:
+            unseen = sorted({text[a:b] for a, b in spans if self._unseen(text[a:b])})
+            split = {f: w for f, w in zip(unseen, self._split_unseen(unseen)) if len(w) > 1}
         for a, b in spans:
             token = text[a:b]
             no_space = b < len(text) and not text[b].isspace()
-            words = self._expand(token)
+            words = split.get(token) or self._expand(token)
             if len(words) > 1:
                 start = len(forms) + 1
                 extra.append((len(forms), f"{start}-{start + len(words) - 1}\t{token}"
@@ -426,6 +506,13 @@ class Tokenizer:
         s = Sentence.from_columns(forms, misc=misc, comments=comments)
         s.extra = extra
         return s
+
+    def _unseen(self, token: str) -> bool:
+        """Whether ``token`` is neither a training token nor a multiword token of the
+        lexicon (and keeps its length lower-cased): the splitter's to cut."""
+        low = token.lower()
+        return (low not in self.multiword and low not in self.tokens
+                and len(low) == len(token) and len(token) > 1)
 
     def _expand(self, token: str) -> tuple[str, ...]:
         low = token.lower()
@@ -469,6 +556,9 @@ class Tokenizer:
                              "attributes_version": ATTRIBUTES_VERSION, "bits": self.bits,
                              "spaces_in_tokens": self.spaces_in_tokens,
                              "one_token_rule": self.one_token_rule, "training": self.meta}
+        if self.split_weights is not None:
+            put_weights(arrays, "tokenizer_split_w", self.split_weights)
+            meta["tokenizer"]["split_bits"] = self.split_bits
 
     @classmethod
     def from_file_contents(cls, fields: MetaFields, arrays) -> "Tokenizer":
@@ -495,10 +585,15 @@ class Tokenizer:
                 raise ValueError(f"tokenizer segmentation {o[:40]!r} is not a list of "
                                  "offsets") from None
         multiword = {f: tuple(w.split("\t")) for f, w in zip(forms, words)}
+        split_weights, split_bits = None, SPLIT_BITS
+        if cfg.has("split_bits"):
+            split_bits = cfg.int("split_bits", 8, 26)
+            split_weights = get_weights(arrays, "tokenizer_split_w",
+                                        (1 << split_bits) + MAX_CANDIDATES)
         return cls(weights, bits, tokens, segmentations, multiword,
                    cfg.json("training", dict, {}), cfg.bool("spaces_in_tokens"),
                    get_string_list(arrays, "tokenizer_suffixes", max_count=1 << 16),
-                   cfg.bool("one_token_rule"))
+                   cfg.bool("one_token_rule"), split_weights, split_bits)
 
 
 def _segmentations(paragraphs: list[tuple[str, np.ndarray]]) -> dict[str, frozenset[int]]:

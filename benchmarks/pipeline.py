@@ -250,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--section", default="pipeline",
                     help="the docs/benchmarks.md section to write (another one for a variant)")
     ap.add_argument("--note", default="", help="text appended to the section")
+    ap.add_argument("--title", default=None, help="the section's heading (default: 'Raw "
+                                                  "text to trees' and the training options)")
     args = ap.parse_args(argv)
     train_args = shlex.split(args.train_args)
     if not UD.exists():
@@ -299,9 +301,9 @@ def main(argv: list[str] | None = None) -> int:
             + ([f"--train-args='{args.train_args}'"] if train_args else [])
             + ([f"--section {args.section}"] if args.section != "pipeline" else [])
             + (["--note ..."] if args.note else []))
-        write_section(args.section, "Raw text to trees"
+        write_section(args.section, args.title or "Raw text to trees"
                       + (f", arboreal train {args.train_args}" if train_args else ""),
-                      cmd.strip(), body)
+                      cmd.strip() + (" --title ..." if args.title else ""), body)
     return 0
 
 

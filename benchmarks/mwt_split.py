@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from udpipe_baseline import UD, raw_text, split_path  # noqa: E402
+from udpipe_baseline import raw_text, split_path  # noqa: E402
 
 DEFAULT = ["UD_Coptic-Scriptorium", "UD_English-EWT", "UD_Greek-GDT", "UD_Turkish-IMST",
            "UD_Wolof-WTB", "UD_Welsh-CCG", "UD_Spanish-AnCora"]

@@ -141,7 +141,9 @@ def main(argv: list[str] | None = None) -> int:
                    "with `--no-write`.\n\n" if args.from_results else "")
                 + "\n".join(table(r) for r in results)
                 + (f"\n{args.note}" if args.note else ""))
-        write_section(args.section, "Neural pipeline with a pretrained transformer encoder",
+        names = ", ".join(r["treebank"].removeprefix("UD_") for r in results)
+        write_section(args.section, f"Neural pipeline with a pretrained transformer encoder "
+                                    f"({names})",
                       command_line("encoder.py", argv if argv is not None else sys.argv[1:],
                                    args.note), body)
     return 0

@@ -308,7 +308,7 @@ class Tokenizer:
         from arboreal.learn.tagging import StageLearner
         from arboreal.learn.trainer import Trainer
 
-        attrs, starts = self._pack_forms(forms)
+        attrs, starts, _ = self._pack(forms, attributes=self._bare)
         gold = np.zeros(len(attrs), dtype=np.int32)
         for k, cuts in enumerate(best):
             gold[starts[k] + np.asarray(cuts, dtype=np.int64)] = 1
@@ -317,20 +317,12 @@ class Tokenizer:
                                cand, np.array([2], dtype=np.int32), gold, self.split_bits)
         self.split_weights = Trainer(SPLIT_EPOCHS, seed).run(learner).snapshot
 
-    def _pack_forms(self, forms: list[str]) -> tuple[np.ndarray, np.ndarray]:
-        """Character attribute rows of each form alone, without the lexicons."""
-        starts = np.zeros(len(forms) + 1, dtype=np.int64)
-        np.cumsum([len(f) for f in forms], out=starts[1:])
-        attrs = (np.concatenate([self._bare.rows(f) for f in forms]) if forms
-                 else np.zeros((0, N_ATTRS), dtype=np.uint64))
-        return attrs, starts
-
     def _split_unseen(self, forms: list[str]) -> list[tuple[str, ...]]:
         """The words of each of ``forms`` by the splitter (a form it does not split: one
         word). One kernel call for all of them; O(characters)."""
         if self.split_weights is None or not forms:
             return [(f,) for f in forms]
-        attrs, starts = self._pack_forms(forms)
+        attrs, starts, _ = self._pack(forms, attributes=self._bare)   # no lexicon
         out = np.zeros(len(attrs), dtype=np.int32)
         greedy_tag(attrs, starts, np.zeros((len(attrs), 0), dtype=np.int32), -1,
                    np.array([[0, 1]], dtype=np.int32), np.array([2], dtype=np.int32),
@@ -364,10 +356,14 @@ class Tokenizer:
         gold = np.concatenate([lab for _, lab in paragraphs]).astype(np.int32)
         return attrs, starts, gold
 
-    def _pack(self, texts: list[str], labels: list[np.ndarray] | None = None):
+    def _pack(self, texts: list[str], labels: list[np.ndarray] | None = None,
+              attributes: CharacterAttributes | None = None):
+        """Character attribute rows of ``texts`` (by ``attributes``, default the model's,
+        with its lexicons), their offsets and the packed ``labels``."""
+        attributes = attributes or self.attributes
         starts = np.zeros(len(texts) + 1, dtype=np.int64)
         np.cumsum([len(t) for t in texts], out=starts[1:])
-        attrs = (np.concatenate([self.attributes.rows(t) for t in texts]) if texts
+        attrs = (np.concatenate([attributes.rows(t) for t in texts]) if texts
                  else np.zeros((0, N_ATTRS), dtype=np.uint64))
         gold = np.concatenate(labels).astype(np.int32) if labels is not None else None
         return attrs, starts, gold

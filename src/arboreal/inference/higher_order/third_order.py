@@ -191,6 +191,22 @@ def _inner_siblings(h, b, d, sb, W, arcid, slot, sib_off, sib, use_sib, kids, nk
 
 
 @njit(cache=True)
+def _kept_spans(w, n, single_root, slot):
+    """The kept arcs h -> b of width w (|b - h| = w) as rows (h, b, d), d the direction
+    (1: b right of h), in the order h = 0..n, right before left (the root only when
+    multi-rooted). O(n)."""
+    out = np.empty((2 * (n + 1), 3), dtype=np.int64)
+    k = 0
+    for h in range(0 if not single_root else 1, n + 1):
+        for d in (1, -1):
+            b = h + d * w
+            if 1 <= b <= n and slot[h, b] >= 0:
+                out[k, 0], out[k, 1], out[k, 2] = h, b, d
+                k += 1
+    return out[:k]
+
+
+@njit(cache=True)
 def _root_choice(arc, slot, width, arcid, sib_off, sib, use_sib, C, single_root):
     """(best score, root child) of the whole sentence; child -1 for multi-root."""
     n = arc.shape[0] - 1
@@ -212,19 +228,73 @@ def _root_choice(arc, slot, width, arcid, sib_off, sib, use_sib, C, single_root)
     return best, arg
 
 
+@njit(cache=True, inline="always")
+def _push(stack, top, kind, p, q, r):
+    """Put the item (kind, p, q, r) on the backtracking stack; returns the new top."""
+    stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = kind, p, q, r
+    return top + 1
+
+
+@njit(cache=True, inline="always")
+def _expand_complete(stack, top, arcid, R, bC, p, q, r):
+    """C[g=p, h=q, e=r] (wider than 0) -> I[p, q, m] and C[q, m, r] at its best split
+    m (kinds 1 and 0); returns the new top."""
+    m = bC[_row(arcid, R, p, q), r]
+    top = _push(stack, top, 1, p, q, m)
+    return _push(stack, top, 0, q, m, r)
+
+
+@njit(cache=True, inline="always")
+def _expand_sibling(stack, top, arcid, bS, p, q, r):
+    """S[h=p, a=q, b=r] -> the complete spans C[p, q, s] and C[p, r, s + 1] at its best
+    split s (kind 0); returns the new top."""
+    s = bS[arcid[p, q], r]
+    top = _push(stack, top, 0, p, q, s)
+    return _push(stack, top, 0, p, r, s + 1)
+
+
+@njit(cache=True, inline="always")
+def _grand_arc(h, j, pars, arcid, lo, hi):
+    """The j-th grandparent g of spans headed by h whose other end makes the span
+    [lo, hi]: the arc id of g -> h (-1 for the root's spans, h = 0: placeholder g),
+    or -2 when g lies inside the span (no such span)."""
+    if h == 0:
+        return -1
+    g = pars[h, j]
+    if lo <= g <= hi:
+        return -2
+    return arcid[g, h]
+
+
+@njit(cache=True, inline="always")
+def _inner_kids(kids, split, h, d, b):
+    """h's kept modifiers strictly between h and b (direction d), from h outwards:
+    ``kids[h, start + q * d]`` for q < count. Returns (start, count)."""
+    start = split[h] if d == 1 else split[h] - 1
+    stop = start
+    while kids[h, stop] != b:
+        stop += d
+    return start, (stop - start) * d
+
+
 @njit(cache=True)
-def _backtrack_start(N, n, root, single_root, heads, cols):
-    """Backtracking stack (8N + 8, cols) seeded with the complete spans under the root
-    (both sides of the root's one child when single-rooted; ``heads`` gets that arc);
-    returns (stack, top)."""
+def _backtrack_begin(arc, slot, width, arcid, sib_off, sib, use_sib, C, single_root, cols):
+    """The start of a backtrack once the charts are full: (best score, heads (n+1,) -1
+    but for the root's arc, the stack (8N + 8, cols) seeded with the complete spans
+    under the root (both sides of its one child when single-rooted), its top); the
+    top is 0 (nothing to follow) when no tree exists."""
+    n = arc.shape[0] - 1
+    N = n + 1
+    best, root = _root_choice(arc, slot, width, arcid, sib_off, sib, use_sib, C, single_root)
+    heads = np.full(N, -1, dtype=np.int64)
     stack = np.zeros((8 * N + 8, cols), dtype=np.int64)
+    if best == NEG:
+        return best, heads, stack, 0
     if single_root:
         heads[root] = 0
-        stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3] = 0, 0, root, 1
-        stack[1, 0], stack[1, 1], stack[1, 2], stack[1, 3] = 0, 0, root, n
-        return stack, 2
-    stack[0, 0], stack[0, 1], stack[0, 2], stack[0, 3] = 0, 0, 0, n
-    return stack, 1
+        top = _push(stack, 0, 0, 0, root, 1)
+        return best, heads, stack, _push(stack, top, 0, 0, root, n)
+    return best, heads, stack, _push(stack, 0, 0, 0, 0, n)
 
 
 @njit(cache=True, nogil=True)
@@ -240,92 +310,68 @@ def _model1(arc, slot, width, arcid, sib_off, grand_off, gsib_off, sib, grand, g
     inner = np.empty(N)   # S[h, x, b] + sib[h, x, b] for the current (h, b)
     for w in range(1, n + 1):
         _sibling_spans(w, n, single_root, pars, npar, arcid, C, S, bS)
-        for h in range(N):
-            if single_root and h == 0:
-                continue
+        spans = _kept_spans(w, n, single_root, slot)
+        for k in range(spans.shape[0]):
+            h, b, d = spans[k, 0], spans[k, 1], spans[k, 2]
             W = width[h]
             s0 = slot[h, h]
-            for side in range(2):
-                d = 1 if side == 0 else -1
-                b = h + d * w
-                if b < 1 or b > n:
+            sb = slot[h, b]
+            lo = min(h, b)
+            hi = max(h, b)
+            first, start, stop = _inner_siblings(h, b, d, sb, W, arcid, slot, sib_off,
+                                                 sib, use_sib, kids, nk, split, C, S,
+                                                 inner)
+            ng = 1 if h == 0 else npar[h]
+            for j in range(ng):
+                a = _grand_arc(h, j, pars, arcid, lo, hi)
+                if a == -2:
                     continue
-                sb = slot[h, b]
-                if sb < 0:
-                    continue
-                lo = min(h, b)
-                hi = max(h, b)
-                first, start, stop = _inner_siblings(h, b, d, sb, W, arcid, slot, sib_off,
-                                                     sib, use_sib, kids, nk, split, C, S,
-                                                     inner)
-                ng = 1 if h == 0 else npar[h]
-                for j in range(ng):
-                    a = -1
-                    g = 0
-                    if h > 0:
-                        g = pars[h, j]
-                        if lo <= g <= hi:
-                            continue
-                        a = arcid[g, h]
-                    row = R if h == 0 else a
-                    gs = use_gsib and a >= 0
-                    best = first
+                row = R if h == 0 else a
+                gs = use_gsib and a >= 0
+                best = first
+                if gs:
+                    best += gsib[gsib_off[a] + s0 * W + sb]
+                arg = h
+                i = start
+                while i != stop:
+                    x = kids[h, i]
+                    i += d
+                    v = I[row, x]
+                    if v == NEG or inner[x] == NEG:
+                        continue
+                    v += inner[x]
                     if gs:
-                        best += gsib[gsib_off[a] + s0 * W + sb]
-                    arg = h
-                    i = start
-                    while i != stop:
-                        x = kids[h, i]
-                        i += d
-                        v = I[row, x]
-                        if v == NEG or inner[x] == NEG:
-                            continue
-                        v += inner[x]
-                        if gs:
-                            v += gsib[gsib_off[a] + slot[h, x] * W + sb]
-                        if v > best:
-                            best = v
-                            arg = x
-                    best += arc[h, b]
-                    if use_grand and a >= 0:
-                        best += grand[grand_off[a] + sb]
-                    I[row, b] = best
-                    bI[row, b] = arg
+                        v += gsib[gsib_off[a] + slot[h, x] * W + sb]
+                    if v > best:
+                        best = v
+                        arg = x
+                best += arc[h, b]
+                if use_grand and a >= 0:
+                    best += grand[grand_off[a] + sb]
+                I[row, b] = best
+                bI[row, b] = arg
         _complete_spans(w, n, single_root, kids, nk, split, pars, npar, arcid, R, C, I, bC)
 
-    best, root = _root_choice(arc, slot, width, arcid, sib_off, sib, use_sib, C, single_root)
-    heads = np.full(N, -1, dtype=np.int64)
-    if best == NEG:
-        return heads, best
+    best, heads, stack, top = _backtrack_begin(arc, slot, width, arcid, sib_off, sib, use_sib,
+                                               C, single_root, 4)
     # (kind, g|h, h|a, e|b): 0 C, 1 I, 2 S
-    stack, top = _backtrack_start(N, n, root, single_root, heads, 4)
     while top > 0:
         top -= 1
         kind, p, q, r = stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3]
         if kind == 0:          # C[g=p, h=q, e=r]
-            if q == r:
-                continue
-            m = bC[_row(arcid, R, p, q), r]
-            stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 1, p, q, m
-            stack[top + 1, 0], stack[top + 1, 1], stack[top + 1, 2], stack[top + 1, 3] = 0, q, m, r
-            top += 2
+            if q != r:
+                top = _expand_complete(stack, top, arcid, R, bC, p, q, r)
         elif kind == 1:        # I[g=p, h=q, b=r]
             heads[r] = q
             x = bI[_row(arcid, R, p, q), r]
             d = 1 if r > q else -1
             if x == q:
-                stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 0, q, r, q + d
-                top += 1
+                top = _push(stack, top, 0, q, r, q + d)
             else:
-                stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 1, p, q, x
-                stack[top + 1, 0], stack[top + 1, 1] = 2, q
-                stack[top + 1, 2], stack[top + 1, 3] = min(x, r), max(x, r)
-                top += 2
+                top = _push(stack, top, 1, p, q, x)
+                top = _push(stack, top, 2, q, min(x, r), max(x, r))
         else:                  # S[h=p, a=q, b=r]
-            s = bS[arcid[p, q], r]
-            stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 0, p, q, s
-            stack[top + 1, 0], stack[top + 1, 1], stack[top + 1, 2], stack[top + 1, 3] = 0, p, r, s + 1
-            top += 2
+            top = _expand_sibling(stack, top, arcid, bS, p, q, r)
     return heads, best
 
 
@@ -341,125 +387,94 @@ def _model2(arc, slot, width, arcid, sib_off, grand_off, gsib_off, tri_off, sib,
     kids, nk, split, pars, npar = _adjacency(arcid)
     for w in range(1, n + 1):
         _sibling_spans(w, n, single_root, pars, npar, arcid, C, S, bS)
-        for h in range(N):
-            if single_root and h == 0:
-                continue
+        spans = _kept_spans(w, n, single_root, slot)
+        for k in range(spans.shape[0]):
+            h, b, d = spans[k, 0], spans[k, 1], spans[k, 2]
             W = width[h]
             s0 = slot[h, h]
-            for side in range(2):
-                d = 1 if side == 0 else -1
-                b = h + d * w
-                if b < 1 or b > n:
+            sb = slot[h, b]
+            lo = min(h, b)
+            hi = max(h, b)
+            # incomplete s-spans IS[h, x, b]
+            hb = arcid[h, b]
+            v = C[hb, h + d] + arc[h, b]
+            if use_sib:
+                v += sib[sib_off[h] + s0 * W + sb]
+            IS[hb, h] = v
+            # h's kept modifiers strictly between h and b, from h outwards:
+            # kids[h, start + q * d] for q < cnt
+            start, cnt = _inner_kids(kids, split, h, d, b)
+            for q in range(cnt):
+                x = kids[h, start + q * d]
+                sx = slot[h, x]
+                hx = arcid[h, x]
+                sxb = S[hx, b] if d == 1 else S[hb, x]
+                if sxb == NEG:
                     continue
-                sb = slot[h, b]
-                if sb < 0:
+                best = NEG
+                arg = -1
+                for r in range(-1, q):   # t = h, then the kept modifiers inside x
+                    t = h if r < 0 else kids[h, start + r * d]
+                    v = IS[hx, t]
+                    if v != NEG:
+                        if use_tri:
+                            v += tri[tri_off[h] + (slot[h, t] * W + sx) * W + sb]
+                        if v > best:
+                            best = v
+                            arg = t
+                if best == NEG:
                     continue
-                lo = min(h, b)
-                hi = max(h, b)
-                # incomplete s-spans IS[h, x, b]
-                hb = arcid[h, b]
-                v = C[hb, h + d] + arc[h, b]
+                best += sxb + arc[h, b]
                 if use_sib:
-                    v += sib[sib_off[h] + s0 * W + sb]
-                IS[hb, h] = v
-                # h's kept modifiers strictly between h and b, from h outwards:
-                # kids[h, start + q * d] for q < cnt
-                start = split[h] if d == 1 else split[h] - 1
-                stop = start
-                while kids[h, stop] != b:
-                    stop += d
-                cnt = (stop - start) * d
-                for q in range(cnt):
-                    x = kids[h, start + q * d]
-                    sx = slot[h, x]
-                    hx = arcid[h, x]
-                    sxb = S[hx, b] if d == 1 else S[hb, x]
-                    if sxb == NEG:
-                        continue
-                    best = NEG
-                    arg = -1
-                    for r in range(-1, q):   # t = h, then the kept modifiers inside x
-                        t = h if r < 0 else kids[h, start + r * d]
-                        v = IS[hx, t]
-                        if v != NEG:
-                            if use_tri:
-                                v += tri[tri_off[h] + (slot[h, t] * W + sx) * W + sb]
-                            if v > best:
-                                best = v
-                                arg = t
-                    if best == NEG:
-                        continue
-                    best += sxb + arc[h, b]
-                    if use_sib:
-                        best += sib[sib_off[h] + sx * W + sb]
-                    IS[hb, x] = best
-                    bIS[hb, x] = arg
-                # incomplete g-spans I[g, h, b]
-                ng = 1 if h == 0 else npar[h]
-                for j in range(ng):
-                    a = -1
-                    g = 0
-                    if h > 0:
-                        g = pars[h, j]
-                        if lo <= g <= hi:
-                            continue
-                        a = arcid[g, h]
-                    row = R if h == 0 else a
-                    gs = use_gsib and a >= 0
-                    best = NEG
-                    arg = -1
-                    for r in range(-1, cnt):
-                        x = h if r < 0 else kids[h, start + r * d]
-                        v = IS[hb, x]
-                        if v != NEG:
-                            if gs:
-                                v += gsib[gsib_off[a] + slot[h, x] * W + sb]
-                            if v > best:
-                                best = v
-                                arg = x
-                    if use_grand and a >= 0:
-                        best += grand[grand_off[a] + sb]
-                    I[row, b] = best
-                    bI[row, b] = arg
+                    best += sib[sib_off[h] + sx * W + sb]
+                IS[hb, x] = best
+                bIS[hb, x] = arg
+            # incomplete g-spans I[g, h, b]
+            ng = 1 if h == 0 else npar[h]
+            for j in range(ng):
+                a = _grand_arc(h, j, pars, arcid, lo, hi)
+                if a == -2:
+                    continue
+                row = R if h == 0 else a
+                gs = use_gsib and a >= 0
+                best = NEG
+                arg = -1
+                for r in range(-1, cnt):
+                    x = h if r < 0 else kids[h, start + r * d]
+                    v = IS[hb, x]
+                    if v != NEG:
+                        if gs:
+                            v += gsib[gsib_off[a] + slot[h, x] * W + sb]
+                        if v > best:
+                            best = v
+                            arg = x
+                if use_grand and a >= 0:
+                    best += grand[grand_off[a] + sb]
+                I[row, b] = best
+                bI[row, b] = arg
         _complete_spans(w, n, single_root, kids, nk, split, pars, npar, arcid, R, C, I, bC)
 
-    best, root = _root_choice(arc, slot, width, arcid, sib_off, sib, use_sib, C, single_root)
-    heads = np.full(N, -1, dtype=np.int64)
-    if best == NEG:
-        return heads, best
+    best, heads, stack, top = _backtrack_begin(arc, slot, width, arcid, sib_off, sib, use_sib,
+                                               C, single_root, 4)
     # kinds: 0 C, 1 I, 2 IS, 3 S
-    stack, top = _backtrack_start(N, n, root, single_root, heads, 4)
     while top > 0:
         top -= 1
         kind, p, q, r = stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3]
         if kind == 0:          # C[g=p, h=q, e=r]
-            if q == r:
-                continue
-            m = bC[_row(arcid, R, p, q), r]
-            stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 1, p, q, m
-            stack[top + 1, 0], stack[top + 1, 1], stack[top + 1, 2], stack[top + 1, 3] = 0, q, m, r
-            top += 2
+            if q != r:
+                top = _expand_complete(stack, top, arcid, R, bC, p, q, r)
         elif kind == 1:        # I[g=p, h=q, b=r]
-            stack[top, 0], stack[top, 1], stack[top, 2] = 2, q, bI[_row(arcid, R, p, q), r]
-            stack[top, 3] = r
-            top += 1
+            top = _push(stack, top, 2, q, bI[_row(arcid, R, p, q), r], r)
         elif kind == 2:        # IS[h=p, x=q, b=r]
             heads[r] = p
             d = 1 if r > p else -1
             if q == p:
-                stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 0, p, r, p + d
-                top += 1
+                top = _push(stack, top, 0, p, r, p + d)
             else:
-                stack[top, 0], stack[top, 1], stack[top, 2] = 2, p, bIS[arcid[p, r], q]
-                stack[top, 3] = q
-                stack[top + 1, 0], stack[top + 1, 1] = 3, p
-                stack[top + 1, 2], stack[top + 1, 3] = min(q, r), max(q, r)
-                top += 2
+                top = _push(stack, top, 2, p, bIS[arcid[p, r], q], q)
+                top = _push(stack, top, 3, p, min(q, r), max(q, r))
         else:                  # S[h=p, a=q, b=r]
-            s = bS[arcid[p, q], r]
-            stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 0, p, q, s
-            stack[top + 1, 0], stack[top + 1, 1], stack[top + 1, 2], stack[top + 1, 3] = 0, p, r, s + 1
-            top += 2
+            top = _expand_sibling(stack, top, arcid, bS, p, q, r)
     return heads, best
 
 
@@ -484,132 +499,102 @@ def _model2_all(arc, slot, width, arcid, sib_off, grand_off, gsib_off, tri_off, 
     local = np.empty(N + 1)   # g-independent part of G[., h, x, b], x = h then inner kids
     for w in range(1, n + 1):
         _sibling_spans(w, n, single_root, pars, npar, arcid, C, S, bS)
-        for h in range(N):
-            if single_root and h == 0:
-                continue
+        spans = _kept_spans(w, n, single_root, slot)
+        for k in range(spans.shape[0]):
+            h, b, d = spans[k, 0], spans[k, 1], spans[k, 2]
             W = width[h]
             s0 = slot[h, h]
-            for side in range(2):
-                d = 1 if side == 0 else -1
-                b = h + d * w
-                if b < 1 or b > n:
+            sb = slot[h, b]
+            lo = min(h, b)
+            hi = max(h, b)
+            start, cnt = _inner_kids(kids, split, h, d, b)
+            # x = h (b is h's closest child), then h's kept kids between h and b
+            hb = arcid[h, b]
+            v = C[hb, h + d] + arc[h, b]
+            if use_sib:
+                v += sib[sib_off[h] + s0 * W + sb]
+            local[0] = v
+            for q in range(cnt):
+                x = kids[h, start + q * d]
+                v = S[arcid[h, x], b] if d == 1 else S[hb, x]
+                if v != NEG:
+                    v += arc[h, b]
+                    if use_sib:
+                        v += sib[sib_off[h] + slot[h, x] * W + sb]
+                local[q + 1] = v
+            ng = 1 if h == 0 else npar[h]
+            for j in range(ng):
+                a = _grand_arc(h, j, pars, arcid, lo, hi)
+                if a == -2:
                     continue
-                sb = slot[h, b]
-                if sb < 0:
-                    continue
-                lo = min(h, b)
-                hi = max(h, b)
-                start = split[h] if d == 1 else split[h] - 1
-                stop = start
-                while kids[h, stop] != b:
-                    stop += d
-                cnt = (stop - start) * d
-                # x = h (b is h's closest child), then h's kept kids between h and b
-                hb = arcid[h, b]
-                v = C[hb, h + d] + arc[h, b]
-                if use_sib:
-                    v += sib[sib_off[h] + s0 * W + sb]
-                local[0] = v
-                for q in range(cnt):
-                    x = kids[h, start + q * d]
-                    v = S[arcid[h, x], b] if d == 1 else S[hb, x]
-                    if v != NEG:
-                        v += arc[h, b]
-                        if use_sib:
-                            v += sib[sib_off[h] + slot[h, x] * W + sb]
-                    local[q + 1] = v
-                ng = 1 if h == 0 else npar[h]
-                for j in range(ng):
-                    a = -1
-                    g = 0
-                    if h > 0:
-                        g = pars[h, j]
-                        if lo <= g <= hi:
-                            continue
-                        a = arcid[g, h]
-                    off = n_gsib if a < 0 else gsib_off[a]
-                    gs = use_gsib and a >= 0
-                    gr = 0.0
-                    if use_grand and a >= 0:
-                        gr = grand[grand_off[a] + sb]
-                    bestI = NEG
-                    argI = -1
-                    for r in range(-1, cnt):
-                        v0 = local[r + 1]
-                        if v0 == NEG:
-                            continue
-                        x = h if r < 0 else kids[h, start + r * d]
-                        sx = slot[h, x]
-                        best = 0.0
-                        arg = h
-                        if r >= 0:   # the chain inside: G[g, h, t, x] + trisib[h, t, x, b]
-                            best = NEG
-                            arg = -1
-                            for r2 in range(-1, r):
-                                t = h if r2 < 0 else kids[h, start + r2 * d]
-                                st = slot[h, t]
-                                u = G[off + st * W + sx]
-                                if u == NEG:
-                                    continue
-                                if use_tri:
-                                    u += tri[tri_off[h] + (st * W + sx) * W + sb]
-                                if u > best:
-                                    best = u
-                                    arg = t
-                            if best == NEG:
+                off = n_gsib if a < 0 else gsib_off[a]
+                gs = use_gsib and a >= 0
+                gr = 0.0
+                if use_grand and a >= 0:
+                    gr = grand[grand_off[a] + sb]
+                bestI = NEG
+                argI = -1
+                for r in range(-1, cnt):
+                    v0 = local[r + 1]
+                    if v0 == NEG:
+                        continue
+                    x = h if r < 0 else kids[h, start + r * d]
+                    sx = slot[h, x]
+                    best = 0.0
+                    arg = h
+                    if r >= 0:   # the chain inside: G[g, h, t, x] + trisib[h, t, x, b]
+                        best = NEG
+                        arg = -1
+                        for r2 in range(-1, r):
+                            t = h if r2 < 0 else kids[h, start + r2 * d]
+                            st = slot[h, t]
+                            u = G[off + st * W + sx]
+                            if u == NEG:
                                 continue
-                        v = best + v0 + gr
-                        if gs:
-                            v += gsib[gsib_off[a] + sx * W + sb]
-                        G[off + sx * W + sb] = v
-                        bG[off + sx * W + sb] = arg
-                        if v > bestI:
-                            bestI = v
-                            argI = x
-                    row = R if h == 0 else a
-                    I[row, b] = bestI
-                    bI[row, b] = argI
+                            if use_tri:
+                                u += tri[tri_off[h] + (st * W + sx) * W + sb]
+                            if u > best:
+                                best = u
+                                arg = t
+                        if best == NEG:
+                            continue
+                    v = best + v0 + gr
+                    if gs:
+                        v += gsib[gsib_off[a] + sx * W + sb]
+                    G[off + sx * W + sb] = v
+                    bG[off + sx * W + sb] = arg
+                    if v > bestI:
+                        bestI = v
+                        argI = x
+                row = R if h == 0 else a
+                I[row, b] = bestI
+                bI[row, b] = argI
         _complete_spans(w, n, single_root, kids, nk, split, pars, npar, arcid, R, C, I, bC)
 
-    best, root = _root_choice(arc, slot, width, arcid, sib_off, sib, use_sib, C, single_root)
-    heads = np.full(N, -1, dtype=np.int64)
-    if best == NEG:
-        return heads, best
+    best, heads, stack, top = _backtrack_begin(arc, slot, width, arcid, sib_off, sib, use_sib,
+                                               C, single_root, 5)
     # kinds: 0 C, 1 I, 2 G, 3 S
-    stack, top = _backtrack_start(N, n, root, single_root, heads, 5)
     while top > 0:
         top -= 1
         kind, p, q, r, z = stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3], stack[top, 4]
         if kind == 0:          # C[g=p, h=q, e=r]
-            if q == r:
-                continue
-            m = bC[_row(arcid, R, p, q), r]
-            stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 1, p, q, m
-            stack[top + 1, 0], stack[top + 1, 1], stack[top + 1, 2], stack[top + 1, 3] = 0, q, m, r
-            top += 2
+            if q != r:
+                top = _expand_complete(stack, top, arcid, R, bC, p, q, r)
         elif kind == 1:        # I[g=p, h=q, b=r] -> G[g, h, x, b]
-            stack[top, 0], stack[top, 1], stack[top, 2] = 2, p, q
-            stack[top, 3], stack[top, 4] = bI[_row(arcid, R, p, q), r], r
-            top += 1
+            stack[top, 4] = r
+            top = _push(stack, top, 2, p, q, bI[_row(arcid, R, p, q), r])
         elif kind == 2:        # G[g=p, h=q, x=r, b=z]
             heads[z] = q
             d = 1 if z > q else -1
             if r == q:
-                stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 0, q, z, q + d
-                top += 1
+                top = _push(stack, top, 0, q, z, q + d)
             else:
                 off = n_gsib if q == 0 else gsib_off[arcid[p, q]]
-                t = bG[off + slot[q, r] * width[q] + slot[q, z]]
-                stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 2, p, q, t
                 stack[top, 4] = r
-                stack[top + 1, 0], stack[top + 1, 1] = 3, q
-                stack[top + 1, 2], stack[top + 1, 3] = min(r, z), max(r, z)
-                top += 2
+                top = _push(stack, top, 2, p, q, bG[off + slot[q, r] * width[q] + slot[q, z]])
+                top = _push(stack, top, 3, q, min(r, z), max(r, z))
         else:                  # S[h=p, a=q, b=r]
-            s = bS[arcid[p, q], r]
-            stack[top, 0], stack[top, 1], stack[top, 2], stack[top, 3] = 0, p, q, s
-            stack[top + 1, 0], stack[top + 1, 1], stack[top + 1, 2], stack[top + 1, 3] = 0, p, r, s + 1
-            top += 2
+            top = _expand_sibling(stack, top, arcid, bS, p, q, r)
     return heads, best
 
 

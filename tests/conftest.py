@@ -43,6 +43,40 @@ def tiny_pipeline(tmp_path_factory):
     return model
 
 
+@pytest.fixture(scope="session")
+def small_trained(tmp_path_factory):
+    """A folder with the sample treebank's first 40 sentences (``train.conllu``), the
+    next 20 (``dev.conllu``) and the model ``arboreal train`` makes of them (``m.npz``:
+    2 epochs, 2^18 hashed weights, tokenizer and tagger), trained once per test session
+    for the tests of the command line, the server and the adapters. Read it; a module
+    that writes files beside it works in a copy (:func:`small_trained_copy`)."""
+    from pathlib import Path
+
+    from arboreal.cli import main
+    from arboreal.io.conllu import read_conllu, write_conllu
+
+    sample = Path(__file__).resolve().parents[1] / "data" / "sample"
+    d = tmp_path_factory.mktemp("small-trained")
+    sents = read_conllu(sample / "en_ewt-sample-train.conllu")
+    write_conllu(sents[:40], d / "train.conllu")
+    write_conllu(sents[40:60], d / "dev.conllu")
+    model = d / "m.npz"
+    assert main(["train", str(d / "train.conllu"), "--dev", str(d / "dev.conllu"), "-o",
+                 str(model), "--epochs", "2", "--hash-bits", "18", "--quiet"]) == 0
+    assert model.exists()
+    return d
+
+
+@pytest.fixture(scope="module")
+def small_trained_copy(small_trained, tmp_path_factory):
+    """A folder of the module's own with a copy of :func:`small_trained`'s files."""
+    import shutil
+
+    d = tmp_path_factory.mktemp("small-trained-copy")
+    shutil.copytree(small_trained, d, dirs_exist_ok=True)
+    return d
+
+
 @pytest.fixture
 def model_home(tmp_path, monkeypatch):
     """An empty model cache (ARBOREAL_HOME) for the test, and no installed model

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from arboreal.errors import ArborealError
-from arboreal.io.conllu import format_conllu, read_conllu, write_conllu
+from arboreal.io.conllu import format_conllu, read_conllu
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample"
 UD = Path("/work/shared/data/ud")
@@ -232,18 +232,8 @@ def test_error_without_sent_id_names_position_and_trees_optional(conllu, adapter
 
 
 @pytest.fixture(scope="module")
-def model_path(tmp_path_factory):
-    from arboreal.cli import main
-
-    d = tmp_path_factory.mktemp("adapters")
-    sents = read_conllu(SAMPLE / "en_ewt-sample-train.conllu")
-    write_conllu(sents[:40], d / "train.conllu")
-    write_conllu(sents[40:60], d / "dev.conllu")
-    path = d / "m.npz"
-    rc = main(["train", str(d / "train.conllu"), "--dev", str(d / "dev.conllu"), "-o", str(path),
-               "--epochs", "2", "--hash-bits", "18", "--quiet"])
-    assert rc == 0 and path.exists()
-    return path
+def model_path(small_trained):
+    return small_trained / "m.npz"
 
 
 @pytest.fixture(scope="module")

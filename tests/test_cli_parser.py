@@ -13,23 +13,14 @@ SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample"
 
 
 @pytest.fixture(scope="module")
-def small_files(tmp_path_factory):
-    from arboreal.io.conllu import read_conllu, write_conllu
-
-    d = tmp_path_factory.mktemp("cli")
-    sents = read_conllu(SAMPLE / "en_ewt-sample-train.conllu")
-    write_conllu(sents[:40], d / "train.conllu")
-    write_conllu(sents[40:60], d / "dev.conllu")
-    return d
+def small_files(small_trained_copy):
+    """conftest's small treebank and its model, copied: the tests write beside them."""
+    return small_trained_copy
 
 
 @pytest.fixture(scope="module")
 def trained(small_files):
-    model = small_files / "m.npz"
-    rc = main(["train", str(small_files / "train.conllu"), "--dev", str(small_files / "dev.conllu"),
-               "-o", str(model), "--epochs", "2", "--hash-bits", "18", "--quiet"])
-    assert rc == 0 and model.exists()
-    return model
+    return small_files / "m.npz"
 
 
 def test_train_and_parse_files(small_files, trained, capsys):

@@ -31,18 +31,9 @@ MAX_WORDS = 3000
 
 
 @pytest.fixture(scope="module")
-def files(tmp_path_factory):
-    from arboreal.io.conllu import write_conllu
-
-    d = tmp_path_factory.mktemp("serve")
-    sents = read_conllu(SAMPLE / "en_ewt-sample-train.conllu")
-    write_conllu(sents[:40], d / "train.conllu")
-    write_conllu(sents[40:60], d / "dev.conllu")
-    model = d / "m.npz"
-    rc = main(["train", str(d / "train.conllu"), "--dev", str(d / "dev.conllu"), "-o", str(model),
-               "--epochs", "2", "--hash-bits", "18", "--quiet"])
-    assert rc == 0 and model.exists()
-    return d
+def files(small_trained_copy):
+    """conftest's small treebank and its model, copied: the tests write beside them."""
+    return small_trained_copy
 
 
 @pytest.fixture(scope="module")

@@ -127,12 +127,13 @@ def correct_per_sentence(fs, encs, golds, w, projective: bool) -> np.ndarray:
 
 def run_setting(learner_name, projective, cfg, fs, train_encs, train_heads, held, test, seed, log):
     """Train one (learner, training mode) with every C; pick (C, epoch, decoder) on held-out."""
+    from arboreal.inference.structure import projective_or_not
     from arboreal.learn import TrainingData, get_learner
 
     held_encs, held_gold = held
     test_encs, test_gold = test
     data = TrainingData(features=fs, encoded=train_encs, heads=train_heads,
-                           projective=projective, single_root=True)
+                           structure=projective_or_not(projective, True))
     decoders = [True] if projective else [True, False]
     held_words = sum(len(g) - 1 for g in held_gold)
     best = {"uas": -1.0}

@@ -53,6 +53,7 @@ def _scores(gold, heads, labels):
 def _pass_seconds(config, train, args):
     """CPU seconds of one objective + gradient evaluation at w = 0 (after a warm-up)."""
     from arboreal.features import FeatureSet
+    from arboreal.inference.structure import projective_or_not
     from arboreal.learn import TrainingData
 
     fs = FeatureSet("default", bits=args.bits).fit(train)
@@ -70,24 +71,25 @@ def _pass_seconds(config, train, args):
         index = {lab: i for i, lab in enumerate(labels.tolist())}
         gold = [np.array([-1] + [index[d] for d in s.deprels[1:].tolist()]) for s in train]
         lf = LabelFeatures.for_features(fs, labels, bits=args.label_feature_bits)
-        data = TrainingData(fs, enc, heads, projective, True,
+        data = TrainingData(fs, enc, heads, projective_or_not(projective, True),
                                extra={"label_features": lf, "labels": gold})
         lb = LabeledBuckets(data)
         obs = lb.observed_labeled()
         x = np.zeros(lb.dim)
-        labeled_objective(lb, x, args.C, projective, True, obs, lb.buckets[:2])  # warm-up
+        labeled_objective(lb, x, args.C, projective_or_not(projective, True), obs,
+                          lb.buckets[:2])  # warm-up
         t = time.process_time()
-        labeled_objective(lb, x, args.C, projective, True, obs)
+        labeled_objective(lb, x, args.C, projective_or_not(projective, True), obs)
         return time.process_time() - t, len(labels)
     from arboreal.learn.loglinear import ScoredBuckets, loglinear_objective
 
-    data = TrainingData(fs, enc, heads, projective, True)
+    data = TrainingData(fs, enc, heads, projective_or_not(projective, True))
     sb = ScoredBuckets(data)
     obs = sb.observed(fs.dim)
     w = np.zeros(fs.dim)
-    loglinear_objective(sb, w, args.C, projective, True, obs, sb.buckets[:2])
+    loglinear_objective(sb, w, args.C, projective_or_not(projective, True), obs, sb.buckets[:2])
     t = time.process_time()
-    loglinear_objective(sb, w, args.C, projective, True, obs)
+    loglinear_objective(sb, w, args.C, projective_or_not(projective, True), obs)
     return time.process_time() - t, None
 
 

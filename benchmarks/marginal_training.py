@@ -46,6 +46,7 @@ def main(argv=None) -> int:
     from arboreal.features import FeatureSet
     from arboreal.features.first_order import default_templates, mcdonald_templates
     from arboreal.io.conllu import read_conllu
+    from arboreal.inference.structure import projective_or_not
     from arboreal.learn import TrainingData
     from arboreal.learn.eg import ExponentiatedGradient
     from arboreal.learn.loglinear import ScoredBuckets, loglinear_objective
@@ -71,14 +72,15 @@ def main(argv=None) -> int:
             ss = proj_sents if projective else sents
             idx = range(len(ss)) if subset is None else subset
             return TrainingData(features=fs, encoded=[encs[i] for i in idx],
-                                   heads=[ss[i].heads for i in idx], projective=projective,
-                                   single_root=True)
+                                   heads=[ss[i].heads for i in idx],
+                                   structure=projective_or_not(projective, True))
 
         for projective in (True, False):
             mode = "projective (inside-outside)" if projective else "non-projective (Matrix-Tree)"
             # warm-up: compile every kernel on a few sentences
             warm = data(projective, range(min(50, len(sents))))
-            loglinear_objective(ScoredBuckets(warm), np.zeros(fs.dim), 1.0, projective, True)
+            loglinear_objective(ScoredBuckets(warm), np.zeros(fs.dim), 1.0,
+                                projective_or_not(projective, True))
             ExponentiatedGradient(C=1.0, primal=True).fit(warm, epochs=1)
 
             d = data(projective)
@@ -88,12 +90,12 @@ def main(argv=None) -> int:
             t_obs = time.process_time() - t
             w = np.zeros(fs.dim)
             t = time.process_time()
-            value, grad = loglinear_objective(sb, w, 1.0, projective, True, obs)
+            value, grad = loglinear_objective(sb, w, 1.0, projective_or_not(projective, True), obs)
             t_ll = time.process_time() - t
             # a second pass at non-zero weights (the typical case inside L-BFGS)
             w2 = -1e-3 * grad
             t = time.process_time()
-            loglinear_objective(sb, w2, 1.0, projective, True, obs)
+            loglinear_objective(sb, w2, 1.0, projective_or_not(projective, True), obs)
             t_ll2 = time.process_time() - t
 
             eg = ExponentiatedGradient(C=1.0, primal=False)
@@ -104,7 +106,7 @@ def main(argv=None) -> int:
             t_eg_init = eg.init_cpu_seconds
             from arboreal.learn.eg import primal_objective
             t = time.process_time()
-            primal_objective(sb, w2, 1.0, projective, True)
+            primal_objective(sb, w2, 1.0, projective_or_not(projective, True))
             t_primal = time.process_time() - t
             rows.append((f"`{features}`, 2^{bits}", mode, t_ll, t_ll2, t_obs, t_eg, t_eg_init,
                          t_primal))

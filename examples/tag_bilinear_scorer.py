@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from arboreal.inference.structure import TreeStructure, length_buckets, pad_heads
+from arboreal.inference.structure import TreeStructure, length_buckets, pad_heads, tree_structure
 from arboreal.learn.objectives import get_objective
 from arboreal.scorers import register_scorer
 
@@ -183,7 +183,7 @@ def train(sentences, dev=None, decoder: str = "eisner", epochs: int = 10, seed: 
     for ids, s in zip(scorer.encode(sentences), sentences):
         for m in range(1, len(s) + 1):
             scorer.counts[ids[s.heads[m]], ids[m], label_id[s.deprels[m]]] += 1
-    structure = TreeStructure.of_decoder(decoder)
+    structure = tree_structure(decoder)
     parser = Parser(scorer, decoder)
     learner = GradientDescent(scorer, sentences, structure)
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from arboreal.learn import TrainingData
+from arboreal.inference.structure import projective_or_not
 
 
 class MockEncoded:
@@ -59,4 +60,4 @@ def mock_data(lengths, dim=40, k=3, seed=0, projective=True, single_root=True, t
         cand = trees(n)
         heads.append(cand[rng.integers(len(cand))].copy())
     return TrainingData(features=MockFeatures(dim), encoded=encs, heads=heads,
-                           projective=projective, single_root=single_root)
+                           structure=projective_or_not(projective, single_root))

@@ -11,6 +11,7 @@ from test_loglinear import tiny_treebank, train_accuracy
 from arboreal.learn import LEARNERS, TrainingData
 from arboreal.learn.eg import ExponentiatedGradient, primal_objective
 from arboreal.learn.loglinear import ScoredBuckets
+from arboreal.inference.structure import projective_or_not
 
 MODES = [(p, r) for p in (True, False) for r in (True, False)]
 
@@ -25,7 +26,7 @@ def test_primal_hinge_is_the_brute_force_maximum(projective, single_root):
                      single_root=single_root, trees=_trees(projective, single_root))
     w = np.random.default_rng(6).normal(0, 1, 20)
     C = 0.7
-    value, hinge = primal_objective(ScoredBuckets(data), w, C, projective, single_root)
+    value, hinge = primal_objective(ScoredBuckets(data), w, C, projective_or_not(projective, single_root))
     expect = 0.0
     for enc, gold in zip(data.encoded, data.heads):
         S = data.features.arc_scores(enc, w)
@@ -103,6 +104,6 @@ def test_registered():
 def test_tiny_treebank_fitted_exactly(projective):
     sents, fs, encs = tiny_treebank()
     data = TrainingData(features=fs, encoded=encs, heads=[s.heads for s in sents],
-                           projective=projective, single_root=True)
+                           structure=projective_or_not(projective, True))
     w = ExponentiatedGradient(C=1.0, primal=False).fit(data, epochs=30)
     assert train_accuracy(fs, encs, sents, w, projective) == 1.0

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from arboreal.inference.structure import TreeStructure, pad_heads
+from arboreal.inference.structure import pad_heads, projective_or_not
 from arboreal.io.conllu import read_conllu
 from arboreal.learn.objectives import crf
 
@@ -41,7 +41,7 @@ def test_backward_is_the_gradient_of_the_crf_loss(data):
     sents = [s for s in train if 2 <= len(s) <= 6][:3]
     enc = scorer.encode(sents)
     rows = np.arange(len(sents))
-    st = TreeStructure(False, True)
+    st = projective_or_not(False, True)
     lengths = scorer.lengths(enc)
 
     def loss() -> float:

@@ -14,6 +14,7 @@ from arboreal.io.sentence import Sentence
 from arboreal.learn import LEARNERS, TrainingData
 from arboreal.learn.labeled_loglinear import (LabeledBuckets, LabeledLogLinear, decode_labeled,
                                               labeled_objective)
+from arboreal.inference.structure import projective_or_not
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample"
 MODES = [(p, r) for p in (True, False) for r in (True, False)]
@@ -52,7 +53,7 @@ def _data(sents, L, projective, single_root, bits=10, label_bits=8):
     index = {lab: i for i, lab in enumerate(labels)}
     gold = [np.array([-1] + [index[d] for d in s.deprels[1:]]) for s in sents]
     return TrainingData(fs, enc, [np.asarray(s.heads, dtype=np.int64) for s in sents],
-                           projective=projective, single_root=single_root,
+                           projective_or_not(projective, single_root),
                            extra={"label_features": lf, "labels": gold})
 
 
@@ -103,7 +104,7 @@ def test_labeled_log_z_matches_enumeration(sample, projective, single_root):
         rng = np.random.default_rng(7)
         x = rng.normal(0, 0.5, size=lb.dim)
         C = 0.9
-        value, _ = labeled_objective(lb, x, C, projective, single_root)
+        value, _ = labeled_objective(lb, x, C, projective_or_not(projective, single_root))
         expect = 0.5 * float(x @ x)
         for i, enc in enumerate(data.encoded):
             S = (data.features.arc_scores(enc, x[: lb.dim_w])[:, :, None]
@@ -124,7 +125,7 @@ def test_gradient_matches_finite_differences(sample, projective, single_root):
     x = np.zeros(lb.dim)
     x[active] = rng.normal(0, 0.3, size=len(active))
     C = 1.3
-    value, grad = labeled_objective(lb, x, C, projective, single_root)
+    value, grad = labeled_objective(lb, x, C, projective_or_not(projective, single_root))
     # coordinates of w and of each part of v (hashed rows, D, P), plus a random direction
     w_act = active[active < lb.dim_w]
     v_act = active[active >= lb.dim_w]
@@ -134,13 +135,13 @@ def test_gradient_matches_finite_differences(sample, projective, single_root):
     for j in pick:
         e = np.zeros(lb.dim)
         e[j] = eps
-        fd = (labeled_objective(lb, x + e, C, projective, single_root)[0]
-              - labeled_objective(lb, x - e, C, projective, single_root)[0]) / (2 * eps)
+        fd = (labeled_objective(lb, x + e, C, projective_or_not(projective, single_root))[0]
+              - labeled_objective(lb, x - e, C, projective_or_not(projective, single_root))[0]) / (2 * eps)
         assert grad[j] == pytest.approx(fd, rel=1e-5, abs=1e-6)
     d = np.zeros(lb.dim)
     d[active] = rng.normal(size=len(active))
-    fd = (labeled_objective(lb, x + eps * d, C, projective, single_root)[0]
-          - labeled_objective(lb, x - eps * d, C, projective, single_root)[0]) / (2 * eps)
+    fd = (labeled_objective(lb, x + eps * d, C, projective_or_not(projective, single_root))[0]
+          - labeled_objective(lb, x - eps * d, C, projective_or_not(projective, single_root))[0]) / (2 * eps)
     assert float(grad @ d) == pytest.approx(fd, rel=1e-5)
     # untouched coordinates have a purely regularizer gradient (= x = 0)
     inactive = np.setdiff1d(np.arange(lb.dim), active)
@@ -157,7 +158,7 @@ def test_decode_labeled_is_the_best_labeled_tree(sample):
         w = rng.normal(size=data.features.dim)
         v = rng.normal(size=lf.dim)
         for enc in data.encoded:
-            heads, labels = decode_labeled(data.features, lf, enc, w, v, projective, True)
+            heads, labels = decode_labeled(data.features, lf, enc, w, v, projective_or_not(projective, True))
             S = data.features.arc_scores(enc, w)[:, :, None] + lf.scores(enc, v)
             n = enc.n
             ms = np.arange(1, n + 1)

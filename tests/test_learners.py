@@ -7,8 +7,9 @@ import numpy as np
 import pytest
 
 from arboreal.features import FeatureSet
-from arboreal.learn import LEARNERS, TrainingData, decode, get_learner
+from arboreal.learn import LEARNERS, TrainingData, get_learner
 from arboreal.learn.hildreth import hildreth
+from arboreal.inference.structure import projective_or_not
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample" / "en_ewt-sample-train.conllu"
 
@@ -26,7 +27,7 @@ def _data(sents, projective=True):
     # perceptron keeps one training error after 30 epochs (the plain one separates)
     fs = FeatureSet("mcdonald", bits=20).fit(sents)
     return TrainingData(fs, fs.encode(sents), [s.heads.astype(np.int64) for s in sents],
-                           projective=projective, single_root=True)
+                           structure=projective_or_not(projective, True))
 
 
 def _is_projective(heads):
@@ -61,7 +62,7 @@ def test_learner_fits_tiny_treebank(tiny, name, projective, options):
     assert seen == list(range(1, epochs + 1))
     assert w.shape == (data.features.dim,)
     for enc, gold in zip(data.encoded, data.heads):
-        pred = decode(data.features.arc_scores(enc, w), projective, True)
+        pred = projective_or_not(projective, True).decode(data.features.arc_scores(enc, w))
         assert (pred[1:] == gold[1:]).all()
 
 

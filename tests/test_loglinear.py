@@ -11,6 +11,7 @@ from brute_force import all_trees, tree_scores
 
 from arboreal.learn import LEARNERS, TrainingData
 from arboreal.learn.loglinear import LogLinear, ScoredBuckets, length_buckets, loglinear_objective
+from arboreal.inference.structure import projective_or_not
 
 MODES = [(p, r) for p in (True, False) for r in (True, False)]
 
@@ -46,15 +47,15 @@ def test_objective_matches_brute_force_and_gradient_matches_finite_differences(p
     w = rng.normal(0, 0.7, size=30)
     C = 1.7
     sb = ScoredBuckets(data)
-    value, grad = loglinear_objective(sb, w, C, projective, single_root)
+    value, grad = loglinear_objective(sb, w, C, projective_or_not(projective, single_root))
     assert value == pytest.approx(_brute_objective(data, w, C), rel=1e-10)
     eps = 1e-5
     fd = np.empty_like(w)
     for j in range(len(w)):
         e = np.zeros_like(w)
         e[j] = eps
-        fd[j] = (loglinear_objective(sb, w + e, C, projective, single_root)[0]
-                 - loglinear_objective(sb, w - e, C, projective, single_root)[0]) / (2 * eps)
+        fd[j] = (loglinear_objective(sb, w + e, C, projective_or_not(projective, single_root))[0]
+                 - loglinear_objective(sb, w - e, C, projective_or_not(projective, single_root))[0]) / (2 * eps)
     np.testing.assert_allclose(grad, fd, rtol=1e-6, atol=1e-6)
 
 
@@ -67,19 +68,19 @@ def test_lbfgs_decreases_objective_and_reports_each_iteration():
     objs = [r["objective"] for r in learner.history]
     assert seen == list(range(1, len(seen) + 1)) and len(seen) >= 3
     sb = ScoredBuckets(data)
-    v0 = loglinear_objective(sb, np.zeros(25), 2.0, False, True)[0]
-    v1, g1 = loglinear_objective(sb, w, 2.0, False, True)
+    v0 = loglinear_objective(sb, np.zeros(25), 2.0, projective_or_not(False, True))[0]
+    v1, g1 = loglinear_objective(sb, w, 2.0, projective_or_not(False, True))
     assert v1 < v0 and objs[-1] <= objs[0]
-    assert np.abs(g1).max() < 1e-2 * np.abs(loglinear_objective(sb, np.zeros(25), 2.0, False, True)[1]).max()
+    assert np.abs(g1).max() < 1e-2 * np.abs(loglinear_objective(sb, np.zeros(25), 2.0, projective_or_not(False, True))[1]).max()
 
 
 def test_adagrad_decreases_objective():
     trees = lambda n: all_trees(n, projective=True, single_root=True)  # noqa: E731
     data = mock_data([3, 4, 5, 5, 4, 3, 2, 5], dim=25, seed=4, projective=True, trees=trees)
     sb = ScoredBuckets(data)
-    v0 = loglinear_objective(sb, np.zeros(25), 1.0, True, True)[0]
+    v0 = loglinear_objective(sb, np.zeros(25), 1.0, projective_or_not(True, True))[0]
     w = LogLinear(C=1.0, optimizer="adagrad", batch_size=3, learning_rate=0.3).fit(data, epochs=20)
-    assert loglinear_objective(sb, w, 1.0, True, True)[0] < 0.8 * v0
+    assert loglinear_objective(sb, w, 1.0, projective_or_not(True, True))[0] < 0.8 * v0
 
 
 def test_registered():
@@ -103,10 +104,9 @@ def tiny_treebank(k=12, max_len=12):
 
 
 def train_accuracy(fs, encs, sents, w, projective):
-    from arboreal.learn import decode
     right = total = 0
     for enc, s in zip(encs, sents):
-        pred = decode(fs.arc_scores(enc, w), projective, True)
+        pred = projective_or_not(projective, True).decode(fs.arc_scores(enc, w))
         right += int((pred[1:] == s.heads[1:]).sum())
         total += len(s)
     return right / total
@@ -116,7 +116,7 @@ def train_accuracy(fs, encs, sents, w, projective):
 def test_tiny_treebank_fitted_exactly(projective):
     sents, fs, encs = tiny_treebank()
     data = TrainingData(features=fs, encoded=encs, heads=[s.heads for s in sents],
-                           projective=projective, single_root=True)
+                           structure=projective_or_not(projective, True))
     w = LogLinear(C=10.0).fit(data, epochs=60)
     assert train_accuracy(fs, encs, sents, w, projective) == 1.0
 

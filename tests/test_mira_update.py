@@ -17,6 +17,7 @@ from arboreal.learn import TrainingData
 from arboreal.learn.hildreth import hildreth
 from arboreal.learn.mira import (FactoredMira, KBestMira, _HashScratch, _pairwise_sum,
                                  _solve_apply)
+from arboreal.inference.structure import projective_or_not
 
 SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample" / "en_ewt-sample-train.conllu"
 
@@ -163,7 +164,8 @@ def test_constraint_tree_is_cost_augmented(n, projective, single_root, cost, kbe
     loss = (trees[:, 1:] != gold[1:]).sum(axis=1)
     violation = loss - (s_gold - s_trees)
     best = (s_trees + cost * loss).max()
-    data = SimpleNamespace(projective=projective, single_root=single_root)
+    data = SimpleNamespace(projective=projective, single_root=single_root,
+                           structure=projective_or_not(projective, single_root))
     if kbest and projective:
         cons = KBestMira(k=3, cost=1.0)._constraints(data, None, gold, scores)
         assert np.isclose(0.0 if cons is None else cons[0].max(), max(0.0, violation.max()))

@@ -14,7 +14,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from arboreal.inference.structure import TreeStructure, pad_batch, pad_heads  # noqa: E402
+from arboreal.inference.structure import (pad_batch, pad_heads, projective_or_not,  # noqa: E402
+                                          tree_structure)
 from arboreal.io.conllu import read_conllu  # noqa: E402
 from arboreal.learn.tree_loss import tree_loss  # noqa: E402
 from brute_force import all_trees  # noqa: E402
@@ -39,7 +40,7 @@ def _batch(rng, projective, single_root, sizes=(3, 5, 4)):
 @pytest.mark.parametrize("projective,single_root", MODES)
 def test_tree_loss_gradient_is_marginals_minus_gold(projective, single_root):
     rng = np.random.default_rng(0)
-    st = TreeStructure(projective, single_root)
+    st = projective_or_not(projective, single_root)
     batch, heads, lengths = _batch(rng, projective, single_root)
     scores = torch.tensor(batch, requires_grad=True)
     loss = tree_loss(scores, heads, lengths, st, "crf")
@@ -54,7 +55,7 @@ def test_tree_loss_gradient_is_marginals_minus_gold(projective, single_root):
 @pytest.mark.parametrize("objective", ["crf", "head-selection"])
 def test_tree_loss_matches_finite_differences(projective, single_root, objective):
     rng = np.random.default_rng(1)
-    st = TreeStructure(projective, single_root)
+    st = projective_or_not(projective, single_root)
     batch, heads, lengths = _batch(rng, projective, single_root, sizes=(3, 4))
     scores = torch.tensor(batch, requires_grad=True)
     assert torch.autograd.gradcheck(
@@ -64,7 +65,7 @@ def test_tree_loss_matches_finite_differences(projective, single_root, objective
 def test_tree_loss_backpropagates_into_a_network():
     """The loss's gradient reaches parameters that produce the scores (chain rule)."""
     torch.manual_seed(0)
-    st = TreeStructure(False, True)
+    st = projective_or_not(False, True)
     x = torch.randn(2, 5, 8, dtype=torch.float64)
     w = torch.randn(8, 8, dtype=torch.float64, requires_grad=True)
     heads = np.array([[-1, 2, 0, 2, 3], [-1, 0, 1, -1, -1]])
@@ -387,7 +388,7 @@ def _tiny_learner(average: float):
     torch.manual_seed(0)
     scorer = NeuralScorer(NetworkConfig(**net), Vocabularies.build(train), None, None)
     corpus = scorer.encode(train, with_gold=True)
-    return GradientLearner(scorer, corpus, TreeStructure.of_decoder("cle", True),
+    return GradientLearner(scorer, corpus, tree_structure("cle", True),
                            token_budget=250, epochs=2, average=average)
 
 

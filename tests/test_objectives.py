@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy.special import logsumexp
 
-from arboreal.inference.structure import (TreeStructure, cost_bias, length_buckets,
+from arboreal.inference.structure import (TreeStructure, cost_bias, projective_or_not, length_buckets,
                                           pad_batch, pad_heads)
 from arboreal.learn.objectives import OBJECTIVES, crf, get_objective, head_selection, hinge
 from brute_force import all_trees, tree_scores
@@ -31,7 +31,7 @@ def _problem(rng, n: int, projective: bool, single_root: bool, scale: float = 2.
 @pytest.mark.parametrize("projective,single_root", MODES)
 def test_structure_decodes_and_sums_like_brute_force(projective, single_root):
     rng = np.random.default_rng(1)
-    st = TreeStructure(projective, single_root)
+    st = projective_or_not(projective, single_root)
     for n in (1, 2, 4, 5):
         scores, gold, trees = _problem(rng, n, projective, single_root)
         ts = tree_scores(scores, trees)
@@ -61,7 +61,7 @@ def test_cost_offsets_match_cost_bias_and_pad():
 @pytest.mark.parametrize("projective,single_root", MODES)
 def test_crf_loss_is_nll_and_gradient_is_marginals_minus_gold(projective, single_root):
     rng = np.random.default_rng(2)
-    st = TreeStructure(projective, single_root)
+    st = projective_or_not(projective, single_root)
     mats, golds = [], []
     for n in (3, 5, 4):
         scores, gold, _ = _problem(rng, n, projective, single_root)
@@ -93,7 +93,7 @@ def test_crf_loss_is_nll_and_gradient_is_marginals_minus_gold(projective, single
 @pytest.mark.parametrize("cost", [0.0, 1.0])
 def test_hinge_is_the_largest_margin_violation(projective, single_root, cost):
     rng = np.random.default_rng(3)
-    st = TreeStructure(projective, single_root)
+    st = projective_or_not(projective, single_root)
     for n in (2, 4, 5):
         scores, gold, trees = _problem(rng, n, projective, single_root)
         loss, grad = hinge(scores[None], gold[None], np.array([n]), st, cost=cost)
@@ -140,7 +140,7 @@ def test_head_selection_matches_column_softmax_and_finite_differences():
 @pytest.mark.parametrize("name", sorted(OBJECTIVES))
 def test_objectives_stay_finite_at_large_scores(name):
     rng = np.random.default_rng(5)
-    st = TreeStructure(False, True)
+    st = projective_or_not(False, True)
     scores = rng.normal(scale=1e4, size=(1, 7, 7))
     gold = all_trees(6, False, True)[17][None]
     loss, grad = get_objective(name)(scores, gold, np.array([6]), st)

@@ -586,8 +586,8 @@ class DaskMixingRunner:
         futures = []
         for i, (shard, order) in enumerate(zip(self.shards, orders)):
             futures.append(client.submit(
-                _shard_task, learner, self.features, shard, data.projective,
-                data.single_root, order, m, U if i == 0 else None, c, epoch,
+                _shard_task, learner, self.features, shard, data.structure,
+                order, m, U if i == 0 else None, c, epoch,
                 workers=self.where[i], allow_other_workers=True, pure=False))
         bar = iter(data.wrap(range(len(data)), epoch))
         for future in as_completed(futures):
@@ -627,11 +627,11 @@ class DaskMixingRunner:
             f.release()
 
 
-def _shard_task(learner, features, shard, projective, single_root, order, m, u0, c, epoch):
+def _shard_task(learner, features, shard, structure, order, m, u0, c, epoch):
     from arboreal.learn.mixing import run_shard_epoch
 
     encoded, heads = shard
-    return run_shard_epoch(learner, features, encoded, heads, projective, single_root,
+    return run_shard_epoch(learner, features, encoded, heads, structure,
                            order, m, u0, c, epoch)
 
 

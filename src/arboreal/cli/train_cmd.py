@@ -108,11 +108,13 @@ def add_parser(subparsers) -> None:
     p.add_argument("--learner", default=None, metavar="LEARNER",
                    help="; ".join(f"{name}: {what}" for name, what in LEARNER_HELP.items())
                         + " (learner options: --learner-option)")
-    p.add_argument("--decoder", choices=("eisner", "cle", "auto"), default=None,
+    p.add_argument("--decoder", default=None, metavar="DECODER",
                    help="eisner: projective (default; --scorer neural: cle); cle: "
                         "non-projective Chu-Liu-Edmonds "
                         "(with --order 2: projective tree + hill-climbing); "
-                        "auto: train non-projectively, pick epoch and decoder together on dev")
+                        "auto: train non-projectively, pick epoch and decoder together on dev; "
+                        "or another registered tree family (arboreal.inference.families: "
+                        "vine, projective trees without long arcs between words)")
     p.add_argument("--multi-root", action="store_true",
                    help="allow several words attached to the root")
     p.add_argument("--epochs", type=_positive, default=None,

@@ -1,16 +1,23 @@
 """The tree structure: every question a learner or a parser asks of arc scores.
 
-:class:`TreeStructure` bundles the choices that define a distribution over trees (the
-tree family: projective or not; the root rule: one word on the root or any number)
-with the exact routines over it, so that scorers, objectives and parsers never pick a
-decoder themselves:
+A :class:`TreeStructure` is a *tree family* (the trees a model ranges over: projective
+or not, or a family of its own) with a root rule (``single_root``: one word on the root,
+or any number), and the exact routines over it, so that scorers, objectives and parsers
+never pick a decoder themselves:
 
-* ``decode`` (Eisner or Chu-Liu-Edmonds), ``decode_cost_augmented`` (the tree
-  maximizing score + cost x wrong heads), ``kbest``, ``mbr`` (minimum Bayes risk);
-* ``log_partition``, ``marginals``, ``log_partition_and_marginals`` (inside-outside or
-  the Matrix-Tree Theorem);
+* ``decode``, ``decode_cost_augmented`` (the tree maximizing score + cost x wrong
+  heads), ``kbest``, ``mbr`` (minimum Bayes risk);
+* ``log_partition``, ``marginals``, ``log_partition_and_marginals``;
 * ``tree_scores`` (the score of given trees) and ``indicators`` (their arcs as 0/1
   matrices), the gold side of every objective.
+
+Families are registered by name, the name ``arboreal train --decoder NAME`` takes and a
+model file stores: ``eisner`` (:class:`ProjectiveTrees`: Eisner, inside-outside) and
+``cle`` (:class:`NonProjectiveTrees`: Chu-Liu-Edmonds, the Matrix-Tree Theorem) here,
+and every module of :mod:`arboreal.inference.families`, imported on the registry's first
+use: a new family is one module there (a subclass decorated with
+:func:`register_family`) plus its test. :func:`tree_structure` builds one by name,
+:func:`family_names` lists them.
 
 Every routine takes one sentence, scores (n+1, n+1), or a padded batch (B, N+1, N+1)
 with ``lengths`` (B,), in the score convention of :mod:`arboreal.inference`. The
@@ -19,7 +26,10 @@ length so that a batch wastes little work on padding.
 """
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -97,35 +107,33 @@ def _as_batch_heads(heads: np.ndarray) -> tuple[np.ndarray, bool]:
 
 @dataclass(frozen=True)
 class TreeStructure:
-    """The trees a model ranges over: projective (Eisner, inside-outside) or not
-    (Chu-Liu-Edmonds, Matrix-Tree Theorem), with one root word (``single_root``) or
-    any number. Immutable and cheap: build one wherever needed."""
+    """A tree family with a root rule. Subclasses set ``name`` (the registry's) and
+    ``projective`` (whether every tree of the family is projective: what training needs
+    to know to projectivize gold trees, and what the projective-only higher-order parts
+    check), and implement ``decode``, ``kbest`` and ``log_partition_and_marginals``;
+    ``log_partition``, ``marginals`` and ``mbr`` follow from those unless a family has
+    a faster way. Immutable and cheap: build one wherever needed."""
 
-    projective: bool = True
     single_root: bool = True
 
-    @classmethod
-    def of_decoder(cls, decoder: str, single_root: bool = True) -> "TreeStructure":
-        """The structure of a decoder name: "eisner" (projective) or "cle"."""
-        if decoder not in ("eisner", "cle"):
-            raise ValueError(f"unknown decoder {decoder!r}; choose from eisner, cle")
-        return cls(decoder == "eisner", single_root)
+    name: ClassVar[str] = ""
+    projective: ClassVar[bool] = False
 
     @property
     def decoder(self) -> str:
-        """"eisner" or "cle"."""
-        return "eisner" if self.projective else "cle"
+        """The family's registered name (what ``--decoder`` and model files say)."""
+        return self.name
 
     # -------------------------------------------------------------- decoding
     def decode(self, scores: np.ndarray, lengths: np.ndarray | None = None) -> np.ndarray:
         """Best tree (n+1,) of arc scores (n+1, n+1), or heads (B, N+1) (-1 in
-        padding) of a batch. O(n^3) (Eisner) or O(n^2) (CLE) per sentence."""
-        if self.projective:
-            from arboreal.inference.eisner import eisner
-            return np.asarray(eisner(scores, single_root=self.single_root, lengths=lengths))
-        from arboreal.inference.mst import chu_liu_edmonds
-        return np.asarray(chu_liu_edmonds(scores, single_root=self.single_root,
-                                          lengths=lengths))
+        padding) of a batch."""
+        raise NotImplementedError
+
+    def kbest(self, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The k best distinct trees of one sentence, best first: (heads (k', n+1),
+        tree scores (k',)), k' <= k."""
+        raise NotImplementedError
 
     def decode_cost_augmented(self, scores: np.ndarray, gold: np.ndarray, cost: float,
                               lengths: np.ndarray | None = None) -> np.ndarray:
@@ -148,37 +156,28 @@ class TreeStructure:
         out[b, heads[b, m + 1], m + 1] = 0.0
         return out[0] if single else out
 
-    def kbest(self, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """The k best distinct trees of one sentence, best first: (heads (k', n+1),
-        tree scores (k',)), k' <= k. O(k n^3)."""
-        from arboreal.inference.kbest import kbest
-        return kbest(scores, k, projective=self.projective, single_root=self.single_root)
-
     def mbr(self, marginals: np.ndarray, lengths: np.ndarray | None = None) -> np.ndarray:
-        """The tree with the most expected correct heads under arc ``marginals``."""
-        from arboreal.inference.mbr import mbr_decode
-        return mbr_decode(marginals, self.projective, self.single_root, lengths)
+        """The tree with the most expected correct heads under arc ``marginals`` (the
+        family's best tree with the marginals as arc scores)."""
+        return self.decode(marginals, lengths)
 
     # -------------------------------------------------------------- distributions
-    def log_partition(self, scores: np.ndarray, lengths: np.ndarray | None = None,
-                      labeled: bool = False):
-        """log Z: a float for one sentence, (B,) for a batch. O(n^3) each."""
-        from arboreal.inference.partition import log_partition
-        return log_partition(scores, self.projective, self.single_root, labeled, lengths)
-
-    def marginals(self, scores: np.ndarray, lengths: np.ndarray | None = None,
-                  labeled: bool = False) -> np.ndarray:
-        """Arc marginals d log Z / d scores, the shape of ``scores``. O(n^3) each."""
-        from arboreal.inference.partition import marginals
-        return marginals(scores, self.projective, self.single_root, labeled, lengths)
-
     def log_partition_and_marginals(self, scores: np.ndarray,
                                     lengths: np.ndarray | None = None,
                                     labeled: bool = False):
-        """(log Z, marginals) from one pass."""
-        from arboreal.inference.partition import log_partition_and_marginals
-        return log_partition_and_marginals(scores, self.projective, self.single_root,
-                                           labeled, lengths)
+        """(log Z, arc marginals d log Z / d scores) from one pass: a float and the shape
+        of ``scores`` for one sentence, (B,) and (B, N+1, N+1) for a batch."""
+        raise NotImplementedError
+
+    def log_partition(self, scores: np.ndarray, lengths: np.ndarray | None = None,
+                      labeled: bool = False):
+        """log Z: a float for one sentence, (B,) for a batch."""
+        return self.log_partition_and_marginals(scores, lengths, labeled)[0]
+
+    def marginals(self, scores: np.ndarray, lengths: np.ndarray | None = None,
+                  labeled: bool = False) -> np.ndarray:
+        """Arc marginals d log Z / d scores, the shape of ``scores``."""
+        return self.log_partition_and_marginals(scores, lengths, labeled)[1]
 
     # -------------------------------------------------------------- given trees
     @staticmethod
@@ -204,3 +203,106 @@ class TreeStructure:
         out = np.zeros(batch.shape[0])
         np.add.at(out, b, s[b, batch[b, m + 1], m + 1].astype(np.float64))
         return float(out[0]) if single else out
+
+
+_FAMILIES: dict[str, type[TreeStructure]] = {}
+_DISCOVERED = False
+
+
+def register_family(cls: type[TreeStructure]) -> type[TreeStructure]:
+    """Class decorator: register a :class:`TreeStructure` subclass under its ``name``."""
+    if not cls.name:
+        raise ValueError(f"{cls.__name__} needs a name to be registered")
+    _FAMILIES[cls.name] = cls
+    return cls
+
+
+def _discover() -> None:
+    """Import every module of :mod:`arboreal.inference.families` once (each registers
+    its families)."""
+    global _DISCOVERED
+    if _DISCOVERED:
+        return
+    _DISCOVERED = True
+    from arboreal.inference import families
+
+    for info in pkgutil.iter_modules(families.__path__):
+        importlib.import_module(f"{families.__name__}.{info.name}")
+
+
+def family_names() -> tuple[str, ...]:
+    """The registered tree families' names, the built-in ``eisner`` and ``cle`` first."""
+    _discover()
+    return tuple(_FAMILIES)
+
+
+def tree_structure(name: str, single_root: bool = True) -> TreeStructure:
+    """The registered tree family ``name`` with the root rule ``single_root``;
+    ValueError naming the registered ones for an unknown name."""
+    if name not in _FAMILIES:
+        _discover()
+    if name not in _FAMILIES:
+        raise ValueError(f"unknown decoder {name!r}; choose from {', '.join(family_names())}")
+    return _FAMILIES[name](single_root)
+
+
+def projective_or_not(projective: bool, single_root: bool = True) -> TreeStructure:
+    """:class:`ProjectiveTrees` or :class:`NonProjectiveTrees`: for array-level callers
+    that state the family as a flag (the ``projective=`` of :mod:`arboreal.inference`)."""
+    return (ProjectiveTrees if projective else NonProjectiveTrees)(single_root)
+
+
+@dataclass(frozen=True)
+class ArrayFamily(TreeStructure):
+    """A family whose routines are :mod:`arboreal.inference`'s array functions with
+    their ``projective=`` flag."""
+
+    def kbest(self, scores, k):
+        from arboreal.inference.kbest import kbest
+        return kbest(scores, k, projective=self.projective, single_root=self.single_root)
+
+    def mbr(self, marginals, lengths=None):
+        from arboreal.inference.mbr import mbr_decode
+        return mbr_decode(marginals, self.projective, self.single_root, lengths)
+
+    def log_partition_and_marginals(self, scores, lengths=None, labeled=False):
+        from arboreal.inference.partition import log_partition_and_marginals
+        return log_partition_and_marginals(scores, self.projective, self.single_root,
+                                           labeled, lengths)
+
+    def log_partition(self, scores, lengths=None, labeled=False):
+        from arboreal.inference.partition import log_partition
+        return log_partition(scores, self.projective, self.single_root, labeled, lengths)
+
+    def marginals(self, scores, lengths=None, labeled=False):
+        from arboreal.inference.partition import marginals
+        return marginals(scores, self.projective, self.single_root, labeled, lengths)
+
+
+@register_family
+@dataclass(frozen=True)
+class ProjectiveTrees(ArrayFamily):
+    """Projective trees: Eisner's algorithm (O(n^3)), lazy k-best Eisner (Huang & Chiang
+    2005), inside-outside over Eisner's chart in log space (O(n^3))."""
+
+    name: ClassVar[str] = "eisner"
+    projective: ClassVar[bool] = True
+
+    def decode(self, scores, lengths=None):
+        from arboreal.inference.eisner import eisner
+        return np.asarray(eisner(scores, single_root=self.single_root, lengths=lengths))
+
+
+@register_family
+@dataclass(frozen=True)
+class NonProjectiveTrees(ArrayFamily):
+    """All spanning trees: Chu-Liu-Edmonds (O(n^2) dense), exact k-best by Lawler's
+    partition (O(k n^3)), the Matrix-Tree Theorem (O(n^3))."""
+
+    name: ClassVar[str] = "cle"
+    projective: ClassVar[bool] = False
+
+    def decode(self, scores, lengths=None):
+        from arboreal.inference.mst import chu_liu_edmonds
+        return np.asarray(chu_liu_edmonds(scores, single_root=self.single_root,
+                                          lengths=lengths))

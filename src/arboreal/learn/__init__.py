@@ -35,10 +35,10 @@ from typing import Callable, Protocol, Sequence
 
 import numpy as np
 
-from arboreal.inference.structure import TreeStructure, cost_bias
+from arboreal.inference.structure import ProjectiveTrees, TreeStructure, cost_bias
 
-__all__ = ["TrainingData", "require_arc_factored", "require_marginals", "part_expectation", "Learner", "LEARNERS", "get_learner", "DEFAULT_LEARNER", "decode", "cost_bias",
-           "decode_kbest", "BatchLearner"]
+__all__ = ["TrainingData", "require_arc_factored", "require_marginals", "part_expectation", "Learner", "LEARNERS", "get_learner", "DEFAULT_LEARNER", "cost_bias",
+           "BatchLearner"]
 
 
 @dataclass
@@ -48,8 +48,9 @@ class TrainingData:
     features: the :class:`~arboreal.features.FeatureSet` (fitted): the arc parts.
     encoded: list of :class:`~arboreal.features.EncodedSentence`, one per sentence.
     heads: list of gold heads arrays (n+1,), ``heads[0] = -1``.
-    projective: decode with Eisner (True) or Chu-Liu-Edmonds (False).
-    single_root: exactly one word attached to the root.
+    structure: the :class:`~arboreal.inference.structure.TreeStructure` (tree family
+        and root rule) that decoding, k-best and marginals go through; ``projective``
+        and ``single_root`` read it.
     progress: optional ``progress(iterable, epoch) -> iterable`` wrapping the
         sentence order of an epoch (the CLI passes a tqdm bar); learners iterate
         ``data.wrap(order, epoch)``.
@@ -61,7 +62,7 @@ class TrainingData:
         weights w over arcs and parts, with ``bias`` None or (n+1, n+1) offsets added
         to the arc scores (cost-augmented decoding, :func:`cost_bias`); required with
         ``parts`` (the model owns pruning and the higher-order decoders); None:
-        arc-factored decoding by ``projective``.
+        arc-factored decoding by ``structure``.
     part_index: ``part_index(i) -> PartIndex``: the pruned arcs and part layout of
         sentence i (:class:`~arboreal.inference.higher_order.PartIndex`; the model
         owns pruning). Given with ``parts`` that have marginals (siblings,
@@ -72,8 +73,7 @@ class TrainingData:
     features: object
     encoded: list
     heads: list
-    projective: bool = True
-    single_root: bool = True
+    structure: TreeStructure = field(default_factory=ProjectiveTrees)
     progress: Callable | None = None
     extra: dict = field(default_factory=dict)
     parts: object | None = None
@@ -86,6 +86,16 @@ class TrainingData:
 
     def __len__(self) -> int:
         return len(self.encoded)
+
+    @property
+    def projective(self) -> bool:
+        """Whether the structure's trees are all projective."""
+        return self.structure.projective
+
+    @property
+    def single_root(self) -> bool:
+        """Whether exactly one word attaches to the root."""
+        return self.structure.single_root
 
     @property
     def arc_factored(self) -> bool:
@@ -104,8 +114,7 @@ class TrainingData:
         extra = {k: [v[i] for i in keep] if isinstance(v, list) and len(v) == n else v
                  for k, v in self.extra.items()}
         return TrainingData(self.features, [self.encoded[i] for i in keep],
-                            [self.heads[i] for i in keep], self.projective, self.single_root,
-                            self.progress, extra, self.parts, decoder, part_index)
+                            [self.heads[i] for i in keep], self.structure, self.progress, extra, self.parts, decoder, part_index)
 
     def observed(self, out: np.ndarray, scale: float = 1.0) -> None:
         """``out += scale * sum_i F(x_i, y_i)``: the gold trees' arc and part features."""
@@ -126,8 +135,7 @@ class TrainingData:
         if self.decoder is not None:
             return self.decoder(i, w, bias)
         scores = self.features.arc_scores(self.encoded[i], w)
-        return decode(scores if bias is None else scores + bias, self.projective,
-                      self.single_root)
+        return self.structure.decode(scores if bias is None else scores + bias)
 
     def tree_items(self, i: int, gold: np.ndarray, trees: list[np.ndarray]
                    ) -> tuple[np.ndarray, ...]:
@@ -260,22 +268,6 @@ class Learner(Protocol):
 
     def fit(self, data: TrainingData, epochs: int, on_epoch: EpochCallback | None = None,
             seed: int = 0) -> np.ndarray: ...
-
-
-def decode(scores: np.ndarray, projective: bool, single_root: bool,
-           lengths: np.ndarray | None = None) -> np.ndarray:
-    """Best tree (n+1,) for arc scores (n+1, n+1), or heads (B, N+1) of a padded batch
-    with ``lengths``: :meth:`TreeStructure.decode <arboreal.inference.structure.TreeStructure.decode>`."""
-    return TreeStructure(projective, single_root).decode(scores, lengths)
-
-
-def decode_kbest(scores: np.ndarray, k: int, single_root: bool) -> np.ndarray:
-    """k best projective trees (k', n+1), k' <= k (Eisner k-best)."""
-    from arboreal.inference.eisner import eisner_kbest
-    heads, tree_scores = eisner_kbest(scores, k, single_root=single_root)
-    heads = np.asarray(heads)
-    ok = np.isfinite(np.asarray(tree_scores))
-    return heads[ok]
 
 
 _LAZY: dict[str, tuple[str, str]] = {

@@ -60,6 +60,7 @@ from numba import njit
 
 from arboreal._arrays import aligned_zeros
 from arboreal.inference.partition import sentence_marginals_kernel
+from arboreal.inference.structure import NonProjectiveTrees, ProjectiveTrees, TreeStructure
 from arboreal.learn import (BatchLearner, TrainingData, accumulate_marginals, part_marginals,
                             part_scores, require_marginals)
 from arboreal.learn.loglinear import ScoredBuckets, accumulate_dense, batch_marginals
@@ -116,17 +117,8 @@ def _eg_sentence_step(s, theta, mu, lo, heads, step, projective, single_root, co
     return delta
 
 
-def _decode_batch(S: np.ndarray, lengths: np.ndarray, projective: bool,
-                  single_root: bool) -> np.ndarray:
-    if projective:
-        from arboreal.inference.eisner import eisner
-        return np.asarray(eisner(S, single_root=single_root, lengths=lengths))
-    from arboreal.inference.mst import chu_liu_edmonds
-    return np.asarray(chu_liu_edmonds(S, single_root=single_root, lengths=lengths))
-
-
-def primal_objective(sb: ScoredBuckets, w: np.ndarray, C: float, projective: bool,
-                     single_root: bool) -> tuple[float, float]:
+def primal_objective(sb: ScoredBuckets, w: np.ndarray, C: float, structure: TreeStructure
+                     ) -> tuple[float, float]:
     """Primal max-margin objective and the total hinge loss at ``w``.
 
     hinge_i = max_y (E_{i,y} + w.F(y)) - w.F(y_i), found exactly by decoding the
@@ -141,7 +133,7 @@ def primal_objective(sb: ScoredBuckets, w: np.ndarray, C: float, projective: boo
         for b, i in enumerate(bucket):
             h = sb.heads[i]
             aug[b, h[1:], np.arange(1, len(h))] -= 1.0
-        best = _decode_batch(aug, lengths, projective, single_root)
+        best = structure.decode(aug, lengths)
         for b in range(len(bucket)):
             n = lengths[b]
             hinge += aug[b, best[b, 1: n + 1], np.arange(1, n + 1)].sum() - gold[b]
@@ -210,7 +202,11 @@ class ExponentiatedGradient(BatchLearner):
 
     def start(self, data: TrainingData, seed: int = 0) -> "EGLearner":
         """The epoch learner on ``data`` (:class:`EGLearner`): the dual variables are
-        initialised here; each epoch is one pass."""
+        initialised here; each epoch is one pass. Its per-sentence step runs the
+        built-in families' marginal kernel, so other tree families are refused."""
+        if type(data.structure) not in (ProjectiveTrees, NonProjectiveTrees):
+            raise ValueError(f"the eg learner runs over projective or non-projective trees "
+                             f"(decoder eisner or cle), not {data.structure.name!r}")
         return EGLearner(self, data)
 
     def fit(self, data: TrainingData, epochs: int,
@@ -304,8 +300,7 @@ class EGLearner:
                "cpu_seconds": time.process_time() - self.c0}
         self.q = q = q_new
         if self.primal:
-            p, _ = primal_objective(self.dual_state.buckets, self.w, owner.C, data.projective,
-                                    data.single_root)
+            p, _ = primal_objective(self.dual_state.buckets, self.w, owner.C, data.structure)
             rec["primal"] = p
             owner._log(f"eg pass {epoch}: dual {q:.6g}  primal {p:.6g}  gap {p - q:.4g}  "
                        f"median eta {rec['eta']:g}  ({rec['seconds']:.1f} s)")
@@ -365,7 +360,7 @@ class _ArcDual:
             for b, i in enumerate(bucket):
                 n = L[i]
                 T[b, : n + 1, : n + 1] = self.theta[off[i]: off[i + 1]].reshape(n + 1, n + 1)
-            M = batch_marginals(T, L[bucket], self.data.projective, self.data.single_root)
+            M = batch_marginals(T, L[bucket], self.data.structure)
             coef = np.empty_like(M)
             for b, i in enumerate(bucket):
                 n = L[i]

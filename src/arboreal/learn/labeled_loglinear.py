@@ -35,7 +35,8 @@ from typing import Callable, Sequence
 import numpy as np
 
 from arboreal.features.labels import constrain_root_arcs
-from arboreal.learn import TrainingData, decode, require_arc_factored
+from arboreal.inference.structure import TreeStructure
+from arboreal.learn import TrainingData, require_arc_factored
 from arboreal.learn.loglinear import (AdagradLearner, LbfgsLearner, LogLinear, ScoredBuckets,
                                      accumulate_dense, length_buckets)
 from arboreal.learn.trainer import run_epochs
@@ -120,8 +121,8 @@ class LabeledBuckets(ScoredBuckets):
         return np.concatenate([w_active, self.dim_w + np.flatnonzero(touched)])
 
 
-def labeled_objective(lb: LabeledBuckets, x: np.ndarray, C: float, projective: bool,
-                      single_root: bool, observed: np.ndarray | None = None,
+def labeled_objective(lb: LabeledBuckets, x: np.ndarray, C: float,
+                      structure: TreeStructure, observed: np.ndarray | None = None,
                       buckets: Sequence[np.ndarray] | None = None,
                       regularize: float = 1.0) -> tuple[float, np.ndarray]:
     """Value and gradient of C * sum_i -log P(y_i, labels_i | x_i) + regularize * 0.5 ||x||^2.
@@ -131,8 +132,6 @@ def labeled_objective(lb: LabeledBuckets, x: np.ndarray, C: float, projective: b
     label tables O(n^2 L), one labeled partition/marginal pass O(n^3 + n^2 L) and
     the two accumulate passes.
     """
-    from arboreal.inference import partition
-
     buckets = lb.buckets if buckets is None else buckets
     if observed is None:
         observed = lb.observed_labeled(np.concatenate(list(buckets)) if buckets else [])
@@ -140,16 +139,14 @@ def labeled_objective(lb: LabeledBuckets, x: np.ndarray, C: float, projective: b
     value = 0.5 * regularize * float(x @ x)
     for bucket in buckets:
         S, lengths = lb.labeled_scores(bucket, x)
-        logz, mu = partition.log_partition_and_marginals(S, projective=projective,
-                                                         single_root=single_root, labeled=True,
-                                                         lengths=lengths)
+        logz, mu = structure.log_partition_and_marginals(S, lengths, labeled=True)
         value += C * float((np.asarray(logz) - lb.gold_labeled_scores(bucket, S)).sum())
         lb.accumulate_labeled(bucket, mu, grad, C)
     return value, grad
 
 
 def decode_labeled(features, label_features, enc, w: np.ndarray, v: np.ndarray,
-                   projective: bool, single_root: bool) -> tuple[np.ndarray, np.ndarray]:
+                   structure: TreeStructure) -> tuple[np.ndarray, np.ndarray]:
     """Best labeled tree: (heads (n+1,), label indices (n+1,), index 0 = -1).
 
     argmax over labels per arc, then Eisner / Chu-Liu-Edmonds on
@@ -161,7 +158,7 @@ def decode_labeled(features, label_features, enc, w: np.ndarray, v: np.ndarray,
     G = constrain_root_arcs(label_features.scores(enc, v), label_features.labels)
     best = G.argmax(axis=-1)
     S = features.arc_scores(enc, w) + G.max(axis=-1)
-    heads = np.asarray(decode(S, projective, single_root), dtype=np.int64)
+    heads = np.asarray(structure.decode(S), dtype=np.int64)
     labels = np.full(n + 1, -1, dtype=np.int64)
     labels[1:] = best[heads[1:], np.arange(1, n + 1)]
     return heads, labels
@@ -202,8 +199,7 @@ class LabeledLogLinear(LogLinear):
             t = time.perf_counter()
             x[:] = 0.0
             x[active] = z
-            value, grad = labeled_objective(lb, x, self.C, data.projective, data.single_root,
-                                            observed)
+            value, grad = labeled_objective(lb, x, self.C, data.structure, observed)
             self.pass_seconds.append(time.perf_counter() - t)
             return value, grad[active]
 
@@ -215,7 +211,7 @@ class LabeledLogLinear(LogLinear):
 
         def batch_objective(x, idx):
             buckets = [idx[b] for b in length_buckets(lb.lengths[idx], max_entries=cap)]
-            return labeled_objective(lb, x, self.C, data.projective, data.single_root,
+            return labeled_objective(lb, x, self.C, data.structure,
                                      lb.observed_labeled(idx), buckets, regularize=len(idx) / N)
 
         return AdagradLearner(self, batch_objective, np.flatnonzero(lb.lengths > 0), active,

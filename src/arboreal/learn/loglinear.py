@@ -48,7 +48,7 @@ from typing import Callable, Sequence
 import numpy as np
 
 from arboreal._arrays import aligned_zeros, as_aligned
-from arboreal.inference.structure import length_buckets
+from arboreal.inference.structure import TreeStructure, length_buckets
 from arboreal.learn import BatchLearner, TrainingData, part_expectation, require_marginals
 from arboreal.learn.trainer import run_epochs
 
@@ -70,24 +70,17 @@ def accumulate_dense(features, enc, coef: np.ndarray, out: np.ndarray, scale: fl
         features.accumulate(enc, coef, out, scale)
 
 
-def logz_and_marginals(scores: np.ndarray, lengths: np.ndarray, projective: bool,
-                       single_root: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Batched log Z (B,) and arc marginals (B, N+1, N+1) of padded arc scores."""
-    from arboreal.inference import partition
-
-    logz, mu = partition.log_partition_and_marginals(scores, projective=projective,
-                                                     single_root=single_root, lengths=lengths)
+def logz_and_marginals(scores: np.ndarray, lengths: np.ndarray, structure: TreeStructure
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """Batched log Z (B,) and arc marginals (B, N+1, N+1) of padded arc scores, float64."""
+    logz, mu = structure.log_partition_and_marginals(scores, lengths)
     return np.asarray(logz, dtype=np.float64), np.asarray(mu, dtype=np.float64)
 
 
-def batch_marginals(scores: np.ndarray, lengths: np.ndarray, projective: bool,
-                    single_root: bool) -> np.ndarray:
-    """Batched arc marginals (B, N+1, N+1) of padded arc scores."""
-    from arboreal.inference import partition
-
-    return np.asarray(partition.marginals(scores, projective=projective,
-                                          single_root=single_root, lengths=lengths),
-                      dtype=np.float64)
+def batch_marginals(scores: np.ndarray, lengths: np.ndarray, structure: TreeStructure
+                    ) -> np.ndarray:
+    """Batched arc marginals (B, N+1, N+1) of padded arc scores, float64."""
+    return np.asarray(structure.marginals(scores, lengths), dtype=np.float64)
 
 
 class ScoredBuckets:
@@ -169,8 +162,8 @@ class ScoredBuckets:
         return np.flatnonzero(touched)
 
 
-def loglinear_objective(sb: ScoredBuckets, w: np.ndarray, C: float, projective: bool,
-                        single_root: bool, observed: np.ndarray | None = None,
+def loglinear_objective(sb: ScoredBuckets, w: np.ndarray, C: float,
+                        structure: TreeStructure, observed: np.ndarray | None = None,
                         buckets: Sequence[np.ndarray] | None = None,
                         regularize: float = 1.0) -> tuple[float, np.ndarray]:
     """Value and gradient of C * sum_i -log P(y_i | x_i; w) + regularize * 0.5 ||w||^2.
@@ -191,7 +184,7 @@ def loglinear_objective(sb: ScoredBuckets, w: np.ndarray, C: float, projective: 
     value = 0.5 * regularize * float(w @ w)
     for bucket in buckets:
         S, lengths = sb.scores(bucket, w)
-        logz, mu = logz_and_marginals(S, lengths, projective, single_root)
+        logz, mu = logz_and_marginals(S, lengths, structure)
         value += C * float((logz - sb.gold_scores(bucket, S)).sum())
         sb.accumulate(bucket, mu, grad, C)
     return value, grad
@@ -286,8 +279,7 @@ class LogLinear(BatchLearner):
         def fun(x):
             w[:] = 0.0
             w[active] = x
-            value, grad = loglinear_objective(sb, w, self.C, data.projective,
-                                              data.single_root, observed)
+            value, grad = loglinear_objective(sb, w, self.C, data.structure, observed)
             if graph is not None:
                 extra, g = graph.penalty(w, self.laplacian)
                 value += extra
@@ -328,7 +320,7 @@ class LogLinear(BatchLearner):
 
         def batch_objective(w, idx):
             buckets = [idx[b] for b in length_buckets(sb.lengths[idx])]
-            return loglinear_objective(sb, w, self.C, data.projective, data.single_root,
+            return loglinear_objective(sb, w, self.C, data.structure,
                                        sb.observed(dim, idx), buckets, regularize=len(idx) / N)
 
         return AdagradLearner(self, batch_objective, np.flatnonzero(sb.lengths > 0), active,

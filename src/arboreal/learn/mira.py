@@ -47,8 +47,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from arboreal.inference.eisner import eisner_kbest
-from arboreal.learn import TrainingData, EpochCallback, cost_bias, decode
+from arboreal.learn import TrainingData, EpochCallback, cost_bias
 from arboreal.learn.hildreth import _hildreth
 from arboreal.learn.perceptron import OnlineLearner, online_learner
 from arboreal.learn.trainer import run_epochs
@@ -519,7 +518,7 @@ class Mira(_MiraBase):
     name = "mira"
 
     def _constraints(self, data, enc, gold, scores):
-        pred = decode(self._augmented(scores, gold), data.projective, data.single_root)
+        pred = data.structure.decode(self._augmented(scores, gold))
         return self._tree_constraints(gold, scores, np.asarray(pred)[None])
 
 
@@ -539,9 +538,9 @@ class KBestMira(_MiraBase):
         aug = self._augmented(scores, gold)
         if data.projective and self.k > 1:
             # one sentence: only the finite-score trees come back
-            trees, _ = eisner_kbest(aug, self.k, single_root=data.single_root)
+            trees, _ = data.structure.kbest(aug, self.k)
         else:
-            trees = np.asarray(decode(aug, data.projective, data.single_root))[None]
+            trees = data.structure.decode(aug)[None]
         return self._tree_constraints(gold, scores, trees)
 
 

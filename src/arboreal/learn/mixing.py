@@ -63,6 +63,7 @@ import numpy as np
 
 from arboreal._arrays import aligned_zeros
 from arboreal.errors import ArborealError
+from arboreal.inference.structure import TreeStructure
 from arboreal.learn import TrainingData, EpochCallback
 from arboreal.learn.perceptron import final_weights, online_epoch
 from arboreal.learn.trainer import run_epochs
@@ -90,15 +91,14 @@ def shard_rng(seed: int, shard: int) -> np.random.Generator:
     return np.random.default_rng(seed + shard)
 
 
-def run_shard_epoch(learner, features, encoded: list, heads: list, projective: bool,
-                    single_root: bool, order: np.ndarray, m: np.ndarray,
+def run_shard_epoch(learner, features, encoded: list, heads: list,
+                    structure: TreeStructure, order: np.ndarray, m: np.ndarray,
                     u0: np.ndarray | None, c: float, epoch: int
                     ) -> tuple[np.ndarray, np.ndarray, int, int]:
     """One epoch of ``learner``'s online loop over one shard from the mixed weights
     ``m`` (not modified), step counter ``c`` and lazy-averaging sum ``u0`` (None:
     zeros): ``(w, u, steps, updates)``. Runs on a worker."""
-    data = TrainingData(features, encoded, heads, projective=projective,
-                           single_root=single_root)
+    data = TrainingData(features, encoded, heads, structure)
     w = aligned_zeros(m.size)
     w[:] = m
     if u0 is None:
@@ -287,8 +287,7 @@ class _LocalRunner:
         results = []
         for i, ((enc, heads), order) in enumerate(zip(self.shards, orders)):
             results.append(run_shard_epoch(self.mixing.learner, self.data.features, enc,
-                                           heads, self.data.projective,
-                                           self.data.single_root, order, m,
+                                           heads, self.data.structure, order, m,
                                            U if i == 0 else None, c, epoch))
             advance_bar(bar, len(order))
         advance_bar(bar, len(self.data))

@@ -23,9 +23,6 @@ from typing import Sequence
 import numpy as np
 
 from arboreal.features.labels import constrain_root_label
-from arboreal.inference.kbest import kbest as kbest_trees
-from arboreal.inference.mbr import mbr_decode
-from arboreal.inference.partition import marginals as tree_marginals
 from arboreal.io.sentence import ROOT_TOKEN
 
 #: the decoders ``parse`` offers: the best tree, or the minimum-Bayes-risk tree
@@ -62,8 +59,7 @@ def arc_marginals(parser, scores: np.ndarray, temperature: float | None = None) 
     T = parser_temperatures(parser)[0] if temperature is None else temperature
     if scores.shape[0] <= 1:
         return np.zeros_like(scores)
-    return tree_marginals(scores / T, projective=parser.decoder == "eisner",
-                          single_root=parser.single_root)
+    return parser.structure.marginals(scores / T)
 
 
 def parser_temperatures(parser) -> tuple[float, float]:
@@ -101,7 +97,7 @@ def fit_temperatures(parser, encoded: Sequence, sentences: Sequence) -> dict:
     gold = [np.asarray(s.heads, dtype=np.int64) for s in sentences]
     all_lengths = parser.scorer.lengths(encoded)
     keep = [i for i, n in enumerate(all_lengths) if n > 0]
-    projective = parser.decoder == "eisner"
+    structure = parser.structure
     lengths = np.array([all_lengths[i] for i in keep], dtype=np.int64)
     N1 = int(lengths.max()) + 1 if keep else 1
     batch = np.zeros((len(keep), N1, N1))
@@ -113,8 +109,7 @@ def fit_temperatures(parser, encoded: Sequence, sentences: Sequence) -> dict:
     rows_h = np.concatenate([gold[i][1:] for i in keep]) if keep else []
 
     def arc_nll(log_t: float) -> float:
-        P = tree_marginals(batch / np.exp(log_t), projective=projective,
-                           single_root=parser.single_root, lengths=lengths)
+        P = structure.marginals(batch / np.exp(log_t), lengths)
         return float(-np.log(np.maximum(P[rows_b, rows_h, cols_m], _FLOOR)).mean())
 
     labels = {lab: k for k, lab in enumerate(_labels_of(parser).tolist())}
@@ -161,7 +156,7 @@ def analyze(parser, sentences: Sequence, k: int = 1, decode: str = "map",
     mats = score_matrices(parser, encoded)
     lengths = parser.scorer.lengths(encoded)
     T_arc, T_label = parser_temperatures(parser)
-    projective = parser.decoder == "eisner"
+    structure = parser.structure
     labels = _labels_of(parser)
     out = []
     for i, (s, (dec, summed)) in enumerate(zip(sentences, mats)):
@@ -173,10 +168,10 @@ def analyze(parser, sentences: Sequence, k: int = 1, decode: str = "map",
         if probabilities or decode == "mbr":
             P = arc_marginals(parser, summed, T_arc)
         if decode == "mbr":
-            trees = [np.asarray(mbr_decode(P, projective, parser.single_root), dtype=np.int64)]
+            trees = [np.asarray(structure.mbr(P), dtype=np.int64)]
             tree_scores = [float(dec[trees[0][1:], np.arange(1, n + 1)].sum())]
         else:
-            need = kbest_bytes(n, k, projective)
+            need = kbest_bytes(n, k, structure.projective)
             if k > 1 and need > KBEST_BUDGET_BYTES:
                 from arboreal.errors import ArborealError
 
@@ -184,7 +179,7 @@ def analyze(parser, sentences: Sequence, k: int = 1, decode: str = "map",
                 raise ArborealError(f"the {k} best trees of a {n}-word sentence{where} need "
                                     f"{need >> 20} MiB, over the {KBEST_BUDGET_BYTES >> 20} "
                                     "MiB budget: ask for fewer trees")
-            heads, tree_scores = kbest_trees(dec, k, projective, parser.single_root)
+            heads, tree_scores = structure.kbest(dec, k)
             trees = [np.asarray(h, dtype=np.int64) for h in heads]
         results = []
         for rank, (heads, score) in enumerate(zip(trees, tree_scores), start=1):

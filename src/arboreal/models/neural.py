@@ -203,7 +203,7 @@ def train_neural(parser_class, train: list, dev: list | None, decoder: str = "cl
 
     configure_threads(threads)
     torch = require_torch()
-    from arboreal.inference.structure import TreeStructure
+    from arboreal.inference.structure import tree_structure
     from arboreal.learn.neural import GradientLearner, train_token_budget
     from arboreal.learn.objectives import OBJECTIVES
     from arboreal.learn.trainer import Trainer, TrainingInterrupted
@@ -215,8 +215,10 @@ def train_neural(parser_class, train: list, dev: list | None, decoder: str = "cl
     if opts["objective"] not in OBJECTIVES:
         raise ArborealError(f"unknown objective {opts['objective']!r}; choose from "
                             f"{', '.join(OBJECTIVES)}")
-    if decoder not in ("eisner", "cle"):
-        raise ArborealError("the neural scorer decodes with --decoder eisner or cle")
+    try:
+        structure = tree_structure(decoder, single_root)
+    except ValueError as exc:
+        raise ArborealError(str(exc)) from None
     if device != "cpu" and not torch.cuda.is_available() and not device.startswith("cpu"):
         raise ArborealError(f"device {device!r} is not available (no GPU found by torch)")
     torch.manual_seed(seed)
@@ -240,7 +242,6 @@ def train_neural(parser_class, train: list, dev: list | None, decoder: str = "cl
     scorer = NeuralScorer(config, vocabs, words, vectors, lemma_lookup=_lemma_lookup(train),
                           encoder=transformer, encoder_record=record)
     scorer.to(device)
-    structure = TreeStructure.of_decoder(decoder, single_root)
     gold = train
     if structure.projective:
         from arboreal.inference.projective import min_loss_projective

@@ -18,7 +18,7 @@ import numpy as np
 from arboreal._arrays import as_aligned
 from arboreal.errors import ArborealError, ModelError
 from arboreal.features.first_order import templates_read_tags
-from arboreal.inference.structure import TreeStructure
+from arboreal.inference.structure import TreeStructure, family_names, tree_structure
 from arboreal.models.analysis import analyze, arc_marginals, score_matrices
 from arboreal.models.higher_order import HigherOrder
 from arboreal.models.pieces import parse_in_pieces
@@ -117,7 +117,7 @@ class Parser(PipelineMixin):
     @property
     def structure(self) -> TreeStructure:
         """The trees the model decodes (:class:`~arboreal.inference.structure.TreeStructure`)."""
-        return TreeStructure.of_decoder(self.decoder, self.single_root)
+        return tree_structure(self.decoder, self.single_root)
 
     # the linear scorer's parts, read and set through the parser by the code that works
     # on linear models (None for other scorers)
@@ -387,7 +387,7 @@ class Parser(PipelineMixin):
             raise ModelError(f"{path}: model type {meta.get('model_type')!r:.40} is not "
                              f"{cls.model_type!r}")
         fields = MetaFields(path, meta)
-        decoder = fields.choice("decoder", ("eisner", "cle"))
+        decoder = fields.choice("decoder", family_names())
         single_root = fields.bool("single_root")
         kind = fields.choice("scorer", tuple(SCORERS), default="hashed")
         if fields.has("calibration"):
@@ -401,7 +401,7 @@ class Parser(PipelineMixin):
                 if kind != "hashed":
                     raise fields.fail("higher_order", f"beside a {kind} scorer")
                 ho = HigherOrder.from_file(fields, arrays, scorer.features, single_root)
-                if (decoder == "eisner") != ho.projective:
+                if tree_structure(decoder).projective != ho.projective:
                     raise fields.fail("decoder", "disagrees with the higher-order decoder")
         except (KeyError, TypeError, ValueError) as exc:
             raise ModelError(f"{path}: model file is incomplete or corrupt ({exc})") from None

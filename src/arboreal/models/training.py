@@ -36,6 +36,8 @@ from arboreal.features.higher_order import (CLUSTER_PART_TEMPLATES, DEFAULT_PART
                                             HigherOrderFeatures)
 from arboreal.inference.higher_order import PartIndex
 from arboreal.inference.higher_order.memory import DEFAULT_BUDGET, MemoryBudgetWarning
+from arboreal.inference.structure import (ArrayFamily, NonProjectiveTrees, ProjectiveTrees,
+                                          family_names, tree_structure)
 from arboreal.learn import DEFAULT_LEARNER, LEARNERS, TrainingData, get_learner
 from arboreal.learn.trainer import KeepBest, Trainer, load_keep, held_out_split
 from arboreal.models.higher_order import (GRAND_SCOPES, HEAD_LIMITS, HELD_OUT,
@@ -47,8 +49,13 @@ from arboreal.scorers.labeler import (TRAIN_TABLE_ENTRIES, Labeler, LabelingData
 from arboreal.models.parser import _is_projective, attachment_scores
 from arboreal.scorers.hashed import HashedScorer
 
-#: the decoders a parser trains with ("auto": chosen on dev with the epoch)
-DECODERS = ("eisner", "cle", "auto")
+#: --decoder auto: train non-projectively, choose the decoder with the epoch on dev
+AUTO = "auto"
+
+
+def decoder_names() -> tuple[str, ...]:
+    """What ``--decoder`` takes: the registered tree families, then ``auto``."""
+    return (*family_names(), AUTO)
 #: training epochs of a learner that names no default of its own
 DEFAULT_EPOCHS = 10
 SCORERS = ("hashed", "neural")
@@ -189,8 +196,8 @@ class TrainingConfig:
 
         if self.scorer not in SCORERS:
             bad(f"unknown scorer {self.scorer!r}; choose from {', '.join(SCORERS)}")
-        if self.decoder not in DECODERS:
-            bad(f"unknown decoder {self.decoder!r}; choose from {', '.join(DECODERS)}")
+        if self.decoder not in decoder_names():
+            bad(f"unknown decoder {self.decoder!r}; choose from {', '.join(decoder_names())}")
         if self.epochs is not None and self.epochs < 1:
             bad("epochs must be at least 1")
         if self.patience is not None and self.patience < 1:
@@ -218,7 +225,8 @@ class TrainingConfig:
         if ho_given and not kinds:
             bad(f"option(s) {', '.join(ho_given)} need a higher-order model (--order 2 or 3)")
         if kinds:
-            if self.decoder == "auto":
+            if self.decoder == AUTO or not isinstance(tree_structure(self.decoder),
+                                                      ArrayFamily):
                 bad("higher-order models take --decoder eisner (projective) or cle "
                     "(projective tree + hill-climbing)")
             if mixing:
@@ -287,7 +295,8 @@ def train_parser(cls, train_sentences: list, dev: list | None, config: TrainingC
                 checkpoint.save({"config": _identity(config), "run": 0, "done": [],
                                  "trainer": state})
         return train_neural(cls, train_sentences, dev,
-                            "cle" if config.decoder == "auto" else config.decoder,
+                            NonProjectiveTrees.name if config.decoder == AUTO
+                            else config.decoder,
                             config.single_root, config.seed, config.embeddings, options,
                             config.max_seconds, device=config.device, progress=progress,
                             log=log, resume=None if saved is None else saved["trainer"],
@@ -309,6 +318,9 @@ class _LinearTraining:
         self.kinds = config.kinds()
         self.epochs = config.epochs_to_run()
         self.learn = config.make_learner()
+        #: the decoder and tree family of training ("auto" trains non-projectively)
+        self.train_decoder = NonProjectiveTrees.name if config.decoder == AUTO else config.decoder
+        self.structure = tree_structure(self.train_decoder, config.single_root)
         if self.kinds and not getattr(self.learn, "trains_parts", False):
             raise ArborealError(f"learner {config.learner!r} is not supported with --order 2/3; "
                                 "choose from perceptron, mira, kbest-mira (1-best there), "
@@ -317,7 +329,8 @@ class _LinearTraining:
         # orders the projective trees of the model's decoder
         self.marginal_based = bool(getattr(self.learn, "marginal_based", False))
         if self.kinds and self.marginal_based and (
-                not set(self.kinds) <= HigherOrder.MARGINAL_KINDS or config.decoder != "eisner"):
+                not set(self.kinds) <= HigherOrder.MARGINAL_KINDS or
+                not self.structure.projective):
             raise ArborealError(f"learner {config.learner!r} needs part marginals: at higher "
                                 "orders it trains siblings, grandparents and grand-siblings "
                                 "(order 2, Model 1) with --decoder eisner, not tri-siblings")
@@ -327,7 +340,6 @@ class _LinearTraining:
                                 "first-order only")
         if mixing is not None:   # iterative parameter mixing (arboreal.learn.mixing)
             self.learn = mixing(self.learn)
-        self.train_decoder = "cle" if config.decoder == "auto" else config.decoder
         self.seconds: dict = {}
 
     # ------------------------------------------------------------------ the flow
@@ -342,8 +354,9 @@ class _LinearTraining:
         self.seconds["arcs"] = time.perf_counter() - t0
         parser._set_weights(weights)
         chosen = self.train_decoder
-        if config.decoder == "auto":
-            chosen = decoder or ("eisner" if all(_is_projective(h) for h in heads) else "cle")
+        if config.decoder == AUTO:
+            chosen = decoder or (ProjectiveTrees.name if all(_is_projective(h) for h in heads)
+                                 else NonProjectiveTrees.name)
         parser.decoder = chosen
         calibration = {"data": None}   # probabilities at temperature 1: uncalibrated
         if self.dev_for_calibration is not None and not self.kinds:
@@ -456,7 +469,7 @@ class _LinearTraining:
         if projectivize is None:
             projectivize = not kinds or self.marginal_based
         arc_heads, n_projectivized = heads, 0
-        if projectivize and self.train_decoder == "eisner":
+        if projectivize and self.structure.projective:
             from arboreal.inference.projective import min_loss_projective
 
             arc_heads = min_loss_projective(heads, [config.single_root] * len(heads))
@@ -481,8 +494,8 @@ class _LinearTraining:
             if dev_enc is not None:
                 dev_masks = parser.higher_order.masks(dev_enc)
             self.seconds["pruner"] = time.perf_counter() - t0
-        data = TrainingData(fs, data_enc, arc_heads, projective=(self.train_decoder == "eisner"),
-                            single_root=config.single_root, progress=self.progress, extra=extra,
+        data = TrainingData(fs, data_enc, arc_heads, self.structure, progress=self.progress,
+                            extra=extra,
                             parts=parser.higher_order.parts if kinds else None,
                             decoder=data_decoder, part_index=data_part_index)
         return data, dev_enc, dev_masks, pruning, n_projectivized
@@ -503,7 +516,7 @@ class _LinearTraining:
 
         try:
             ho = train_pruner(fs, enc, heads, self.kinds, pruner_epochs, config.seed,
-                              config.single_root, projective=self.train_decoder == "eisner",
+                              config.single_root, projective=self.structure.projective,
                               templates=part_templates, log=pruner_log, tune_on=tune_on,
                               grand_scope=config.grand_scope, max_heads=config.max_heads,
                               threshold=config.threshold,
@@ -542,7 +555,7 @@ class _LinearTraining:
             return ho.decode(fit_enc[i], fit_masks[i], w, arc)
 
         part_index = None
-        if ho.has_marginals and self.train_decoder == "eisner":
+        if ho.has_marginals and self.structure.projective:
             indexes: dict[int, PartIndex] = {}   # built on first use, kept for the epochs
 
             def part_index(i: int) -> PartIndex:
@@ -559,7 +572,8 @@ class _LinearTraining:
         decoder "auto" each epoch is scored with both decoders and the better one is
         kept with it (Koo et al. 2007 §6.2: the test-time decoder is a meta-parameter
         like the epoch)."""
-        decoders = ("eisner", "cle") if self.config.decoder == "auto" else (self.train_decoder,)
+        decoders = ((ProjectiveTrees.name, NonProjectiveTrees.name)
+                    if self.config.decoder == AUTO else (self.train_decoder,))
 
         def evaluate(weights: np.ndarray, epoch: int) -> dict:
             parser._set_weights(weights)
@@ -757,8 +771,7 @@ def train_pruner(features: FeatureSet, encs: list, golds: list, kinds, epochs: i
     if tune_on is None or not tune_on[0]:      # one training sentence: tune on it
         tune_on, tuned_on = HigherOrder.tuning_data(encs, golds, None), "train"
     pruner = get_learner("perceptron").start(
-        TrainingData(features, train_encs, train_golds, projective=True,
-                     single_root=single_root), seed)
+        TrainingData(features, train_encs, train_golds, ProjectiveTrees(single_root)), seed)
     w = Trainer(epochs, seed, log=None if log is None else
                 (lambda record: log(record.epoch, record.seconds))).run(pruner).snapshot
     ho = HigherOrder(features, parts, w, projective=projective, single_root=single_root,

@@ -29,8 +29,10 @@ def model_probes(model) -> tuple:
     has either, the second-stage labeler's when its scorer has one. A neural model uses
     no labeler, so a probe of it would announce a compilation that never comes."""
     parser = getattr(model, "parser", None) or model
-    structure = getattr(parser, "structure", None)
-    decoder = _PROBES[0][0] if structure is None or structure.projective else _PROBES[0][1]
+    from arboreal.inference.structure import tree_structure
+
+    projective = tree_structure(getattr(parser, "decoder", "eisner")).projective
+    decoder = _PROBES[0][0] if projective else _PROBES[0][1]
     probes = [decoder]
     if any(getattr(x, name, None) is not None for x in (model, parser)
            for name in ("tokenizer", "tagger")):

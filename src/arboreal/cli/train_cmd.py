@@ -113,8 +113,8 @@ def add_parser(subparsers) -> None:
                         "non-projective Chu-Liu-Edmonds "
                         "(with --order 2: projective tree + hill-climbing); "
                         "auto: train non-projectively, pick epoch and decoder together on dev; "
-                        "or another registered tree family (arboreal.inference.families: "
-                        "vine, projective trees without long arcs between words)")
+                        "or another registered tree family (a module of "
+                        "arboreal.inference.families)")
     p.add_argument("--multi-root", action="store_true",
                    help="allow several words attached to the root")
     p.add_argument("--epochs", type=_positive, default=None,

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -106,7 +107,7 @@ def _as_batch_heads(heads: np.ndarray) -> tuple[np.ndarray, bool]:
 
 
 @dataclass(frozen=True)
-class TreeStructure:
+class TreeStructure(ABC):
     """A tree family with a root rule. Subclasses set ``name`` (the registry's) and
     ``projective`` (whether every tree of the family is projective: what training needs
     to know to projectivize gold trees, and what the projective-only higher-order parts
@@ -125,15 +126,15 @@ class TreeStructure:
         return self.name
 
     # -------------------------------------------------------------- decoding
+    @abstractmethod
     def decode(self, scores: np.ndarray, lengths: np.ndarray | None = None) -> np.ndarray:
         """Best tree (n+1,) of arc scores (n+1, n+1), or heads (B, N+1) (-1 in
         padding) of a batch."""
-        raise NotImplementedError
 
+    @abstractmethod
     def kbest(self, scores: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The k best distinct trees of one sentence, best first: (heads (k', n+1),
         tree scores (k',)), k' <= k."""
-        raise NotImplementedError
 
     def decode_cost_augmented(self, scores: np.ndarray, gold: np.ndarray, cost: float,
                               lengths: np.ndarray | None = None) -> np.ndarray:
@@ -162,12 +163,12 @@ class TreeStructure:
         return self.decode(marginals, lengths)
 
     # -------------------------------------------------------------- distributions
+    @abstractmethod
     def log_partition_and_marginals(self, scores: np.ndarray,
                                     lengths: np.ndarray | None = None,
                                     labeled: bool = False):
         """(log Z, arc marginals d log Z / d scores) from one pass: a float and the shape
         of ``scores`` for one sentence, (B,) and (B, N+1, N+1) for a batch."""
-        raise NotImplementedError
 
     def log_partition(self, scores: np.ndarray, lengths: np.ndarray | None = None,
                       labeled: bool = False):

@@ -160,7 +160,9 @@ def test_the_learner_may_still_be_the_third_argument(tiny):
     ({"learner_options": {"max_heads": 5}, "order": 2}, "not of the learner (--max-heads)"),
     ({"order": 2, "prune_recall": 1.5}, "prune_recall must lie in"),
     ({"embeddings": "x.vec"}, "for the neural scorer only"),
-    ({"scorer": "neural", "order": 2}, "do not apply (order)"),
+    ({"scorer": "neural", "parts": ["sibling"]}, "do not apply (parts)"),
+    ({"scorer": "neural", "order": 3}, "trains orders 1 (arcs) and 2"),
+    ({"scorer": "neural", "order": 2, "decoder": "cle"}, "--decoder eisner"),
     ({"decoder": "both"}, "unknown decoder"),
     ({"epochs": 0}, "epochs must be at least 1"),
 ])

@@ -109,7 +109,7 @@ def add_parser(subparsers) -> None:
                    help="; ".join(f"{name}: {what}" for name, what in LEARNER_HELP.items())
                         + " (learner options: --learner-option)")
     p.add_argument("--decoder", default=None, metavar="DECODER",
-                   help="eisner: projective (default; --scorer neural: cle); cle: "
+                   help="eisner: projective (default; --scorer neural at order 1: cle); cle: "
                         "non-projective Chu-Liu-Edmonds "
                         "(with --order 2: projective tree + hill-climbing); "
                         "auto: train non-projectively, pick epoch and decoder together on dev; "
@@ -151,7 +151,9 @@ def add_parser(subparsers) -> None:
                    help="word statistics of 'arboreal lexicon': lexical arc features (word "
                         "pair, its PMI, distance; Wang et al. 2006); stored in the model")
     p.add_argument("--order", type=int, choices=(1, 2, 3), default=1,
-                   help="factorization order: 1 (arcs), 2 or 3 (higher-order parts)")
+                   help="factorization order: 1 (arcs), 2 or 3 (higher-order parts); "
+                        "--scorer neural: 1 or 2 (sibling and grandparent scores, "
+                        "trained through second-order inside-outside)")
     p.add_argument("--parts", nargs="+", default=None, metavar="PART",
                    help="higher-order parts (with --order 2/3), e.g. sibling grandparent")
     p.add_argument("--learner-option", type=_option, action="append", default=[],
@@ -275,7 +277,7 @@ def _check_neural(args) -> None:
     """Options that belong to one scorer only."""
     if args.scorer == "neural":
         linear = [name for name, on in (
-            ("--learner", args.learner is not None), ("--order", args.order != 1),
+            ("--learner", args.learner is not None), ("--order 3", args.order > 2),
             ("--parts", bool(args.parts)), ("--learner-option", bool(args.learner_option)),
             ("--features", args.features is not None), ("--clusters", args.clusters),
             ("--lexicon", args.lexicon), ("--scheduler", args.scheduler),
@@ -315,7 +317,7 @@ def _train(args, mixing) -> int:
     _check_outputs(args)
     _check_neural(args)
     if args.decoder is None:
-        args.decoder = "cle" if args.scorer == "neural" else "eisner"
+        args.decoder = "cle" if args.scorer == "neural" and args.order == 1 else "eisner"
     if args.checkpoint is not None and args.resume is not None:
         raise ArborealError("--checkpoint starts a checkpoint and --resume goes on with one: "
                             "give one of them")
@@ -576,7 +578,7 @@ def _train_neural(args) -> int:
     def train_parser(train_sentences, dev_sentences):
         return Parser.train(train_sentences, dev_sentences, scorer="neural",
                             decoder=args.decoder, single_root=not args.multi_root,
-                            seed=args.seed, embeddings=args.embeddings,
+                            seed=args.seed, embeddings=args.embeddings, order=args.order,
                             encoder=args.encoder, scorer_options=options, max_seconds=args.max_time,
                             device=args.device, patience=args.patience,
                             progress=progress, log=log,

@@ -9,7 +9,10 @@ never pick a decoder themselves:
   heads), ``kbest``, ``mbr`` (minimum Bayes risk);
 * ``log_partition``, ``marginals``, ``log_partition_and_marginals``;
 * ``tree_scores`` (the score of given trees) and ``indicators`` (their arcs as 0/1
-  matrices), the gold side of every objective.
+  matrices), the gold side of every objective;
+* for second-order parts (:class:`~arboreal.inference.potentials.Potentials`: arcs,
+  siblings, grandparents), ``decode_parts``, ``parts_log_partition_and_marginals`` and
+  ``prune`` (the arcs they may use, from first-order marginals): projective trees only.
 
 Families are registered by name, the name ``arboreal train --decoder NAME`` takes and a
 model file stores: ``eisner`` (:class:`ProjectiveTrees`: Eisner, inside-outside) and
@@ -180,6 +183,29 @@ class TreeStructure(ABC):
         """Arc marginals d log Z / d scores, the shape of ``scores``."""
         return self.log_partition_and_marginals(scores, lengths, labeled)[1]
 
+    # -------------------------------------------------------------- higher-order parts
+    def decode_parts(self, potentials, allowed: np.ndarray | None = None) -> np.ndarray:
+        """The best tree (n+1,) of one sentence's
+        :class:`~arboreal.inference.potentials.Potentials` (arcs and second-order parts),
+        using only the arcs ``allowed`` ((n+1, n+1) bool, None: all). Families with
+        second-order routines override this; the others take arc scores only."""
+        raise ValueError(self._arcs_only())
+
+    def parts_log_partition_and_marginals(self, potentials,
+                                          allowed: np.ndarray | None = None):
+        """(log Z, the marginals of every part as a ``Potentials``) of one sentence's
+        potentials over the family's trees that use only ``allowed`` arcs."""
+        raise ValueError(self._arcs_only())
+
+    def prune(self, arc_marginals: np.ndarray, keep: np.ndarray | None = None) -> np.ndarray:
+        """The arcs ((n+1, n+1) bool) the second-order routines may use, from one
+        sentence's first-order ``arc_marginals``; the tree ``keep`` stays whole."""
+        raise ValueError(self._arcs_only())
+
+    def _arcs_only(self) -> str:
+        return (f"the tree family {self.name!r} takes arc scores only: second-order parts "
+                f"need projective trees (--decoder eisner)")
+
     # -------------------------------------------------------------- given trees
     @staticmethod
     def indicators(heads: np.ndarray, n1: int | None = None) -> np.ndarray:
@@ -292,6 +318,18 @@ class ProjectiveTrees(ArrayFamily):
     def decode(self, scores, lengths=None):
         from arboreal.inference.eisner import eisner
         return np.asarray(eisner(scores, single_root=self.single_root, lengths=lengths))
+
+    def decode_parts(self, potentials, allowed=None):
+        from arboreal.inference.potentials import decode_potentials
+        return decode_potentials(potentials, self.single_root, allowed)
+
+    def parts_log_partition_and_marginals(self, potentials, allowed=None):
+        from arboreal.inference.potentials import potentials_marginals
+        return potentials_marginals(potentials, self.single_root, allowed)
+
+    def prune(self, arc_marginals, keep=None):
+        from arboreal.inference.potentials import prune_by_marginals
+        return prune_by_marginals(arc_marginals, self.single_root, keep)
 
 
 @register_family

@@ -7,7 +7,11 @@ batch, per word (each term a mean over the words that have a gold value):
 
 * the tree objective on the arc scores (default ``crf``: Koo et al. 2007's
   log-likelihood through :class:`~arboreal.learn.tree_loss.TreeLoss`, whose gradient
-  is arboreal's exact marginals minus the gold arcs);
+  is arboreal's exact marginals minus the gold arcs); a second-order network's is the
+  log-likelihood of arcs and parts together
+  (:class:`~arboreal.learn.tree_loss.PartsTreeLoss`: second-order inside-outside over
+  the arcs its first-order marginals keep), except in a batch of sentences over
+  :data:`~arboreal.neural.scorer.PARTS_MAX_WORDS` words (arcs alone);
 * the cross-entropy of each word's gold DEPREL given its gold head;
 * the cross-entropy of each predicted tag column (UPOS, XPOS, FEATS, lemma rule).
 
@@ -32,8 +36,8 @@ import numpy as np
 import torch
 
 from arboreal.inference.structure import TreeStructure
-from arboreal.learn.tree_loss import tree_loss
-from arboreal.neural.scorer import EncodedCorpus, NeuralScorer, token_batches
+from arboreal.learn.tree_loss import parts_tree_loss, tree_loss
+from arboreal.neural.scorer import PARTS_MAX_WORDS, EncodedCorpus, NeuralScorer, token_batches
 from arboreal.neural.vocab import PAD
 
 #: default words per training batch (padded), for a CPU budget of tens of epochs: about
@@ -70,6 +74,9 @@ class GradientLearner:
         self.corpus = corpus
         self.structure = structure
         self.objective = objective
+        if scorer.order > 1 and (objective != "crf" or not structure.projective):
+            raise ValueError("second-order parts train by the crf objective over projective "
+                             "trees")
         self.batches = token_batches(corpus.lengths, token_budget)
         self.size = len(self.batches)
         self.clip = clip
@@ -108,7 +115,12 @@ class GradientLearner:
         lengths = self.corpus.lengths[rows]
         words = max(int(lengths.sum()), 1)
         gold_heads = b["gold_heads"]
-        loss_arc = tree_loss(arc, gold_heads, lengths, self.structure, self.objective) / words
+        if self.scorer.order > 1 and int(lengths.max()) <= PARTS_MAX_WORDS:
+            parts = self.scorer.network.part_scores(h)
+            loss_arc = parts_tree_loss(arc, parts, gold_heads, lengths, self.structure) / words
+        else:
+            loss_arc = tree_loss(arc, gold_heads, lengths, self.structure,
+                                 self.objective) / words
         bi, mi = np.nonzero(gold_heads >= 0)
         parts = {"arc": loss_arc.item()}
         total = loss_arc

@@ -49,6 +49,9 @@ TRAINING_DEFAULTS = {
     "encoder_learning_rate": 5e-5,
     "encoder_warmup": 0.1,
 }
+#: with --order 2: units of the sibling and grandparent scorers unless given (Zhang et al.
+#: 2020's second-order CRF parser uses 100)
+PART_DIM = 100
 #: sizes of the network that the data decide, not options
 DERIVED_SIZES = ("pretrained_dim", "encoder_states", "encoder_hidden")
 
@@ -189,7 +192,7 @@ def train_neural(parser_class, train: list, dev: list | None, decoder: str = "cl
                  threads: int | None = None, device: str = "cpu",
                  progress: Callable | None = None, log: Callable | None = None,
                  resume: dict | None = None, save: Callable[[dict], None] | None = None,
-                 encoder: str | None = None):
+                 encoder: str | None = None, order: int = 1):
     """A parser of class ``parser_class`` whose scorer is neural, trained on ``train``
     (and its best epoch chosen on ``dev``); see the module docstring. ``options``: the
     network's sizes and the training options (:func:`neural_options`). ``encoder``: a
@@ -212,6 +215,17 @@ def train_neural(parser_class, train: list, dev: list | None, decoder: str = "cl
     from arboreal.neural.vocab import Vocabularies
 
     net_options, opts = neural_options(options or {})
+    part_dims = [k for k in ("sib_dim", "grand_dim") if net_options.get(k)]
+    if order == 1 and part_dims:
+        raise ArborealError(f"neural scorer option {part_dims[0]}: second-order parts need "
+                            "--order 2")
+    if order == 2:
+        for key in ("sib_dim", "grand_dim"):
+            net_options.setdefault(key, PART_DIM)
+        if not (net_options["sib_dim"] or net_options["grand_dim"]):
+            raise ArborealError("--order 2 needs sib_dim or grand_dim above 0")
+    elif order != 1:
+        raise ArborealError("the neural scorer trains orders 1 and 2")
     if opts["objective"] not in OBJECTIVES:
         raise ArborealError(f"unknown objective {opts['objective']!r}; choose from "
                             f"{', '.join(OBJECTIVES)}")
@@ -219,6 +233,9 @@ def train_neural(parser_class, train: list, dev: list | None, decoder: str = "cl
         structure = tree_structure(decoder, single_root)
     except ValueError as exc:
         raise ArborealError(str(exc)) from None
+    if order > 1 and (not structure.projective or opts["objective"] != "crf"):
+        raise ArborealError("second-order neural models train by the crf objective over "
+                            "projective trees (--decoder eisner)")
     if device != "cpu" and not torch.cuda.is_available() and not device.startswith("cpu"):
         raise ArborealError(f"device {device!r} is not available (no GPU found by torch)")
     torch.manual_seed(seed)
@@ -284,14 +301,14 @@ def train_neural(parser_class, train: list, dev: list | None, decoder: str = "cl
                      {k: record[k] for k in ("name", "sha256", "fine_tuned")},
                      "train_sentences": len(train), "dev_sentences": len(dev) if dev else 0,
                      **({"stopped": result.stopped} if result.stopped else {}),
-                     "order": 1},
+                     "order": order},
         "best_epoch": result.epoch,
         "history": [r.as_dict() for r in result.history],
         "calibration": {"data": None},
         "seconds": {"setup": round(t_setup, 3),
                     "epochs": round(sum(r.seconds for r in result.history), 3)},
     }
-    if dev and result.snapshot is not None and interrupted is None:
+    if dev and result.snapshot is not None and interrupted is None and order == 1:
         from arboreal.models.analysis import fit_temperatures
 
         parser.meta["calibration"] = fit_temperatures(parser, dev_encoded, dev)

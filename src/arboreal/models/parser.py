@@ -135,7 +135,9 @@ class Parser(PipelineMixin):
     @property
     def order(self) -> int:
         """1 (arcs), 2 (siblings, grandparents) or 3 (grand-siblings, tri-siblings)."""
-        return 1 if self.higher_order is None else self.higher_order.order
+        if self.higher_order is None:
+            return getattr(self.scorer, "order", 1)
+        return self.higher_order.order
 
     @property
     def reads_tags(self) -> bool:
@@ -166,7 +168,7 @@ class Parser(PipelineMixin):
         return 0 if self.higher_order is None else self.higher_order.fallbacks_total
 
     def _first_order_only(self, what: str) -> None:
-        if self.higher_order is not None:
+        if self.order > 1:
             raise ArborealError(f"{what} needs a first-order model (exact marginals and "
                                 f"k-best trees); this model is of order {self.order}")
 
@@ -242,7 +244,16 @@ class Parser(PipelineMixin):
         structure = self.structure
         for part in self.scorer.batches(lengths[nonempty]):
             rows = nonempty[part]
-            if self.higher_order is None:
+            if self.higher_order is None and self.order > 1:
+                # a scorer of second-order parts: each sentence's arcs pruned by its
+                # first-order marginals, then the exact second-order decoder
+                for k, p in self.scorer.potentials(encoded, rows):
+                    if p.kinds:
+                        allowed = structure.prune(structure.marginals(p.arc))
+                        out_heads[rows[k]] = structure.decode_parts(p, allowed)
+                    else:
+                        out_heads[rows[k]] = structure.decode(p.arc)
+            elif self.higher_order is None:
                 # sentences of similar length are decoded as one padded batch: one kernel
                 # call (with the batched Eisner's SIMD lanes) instead of one call each
                 S = self.scorer.arc_scores(encoded, rows)

@@ -204,11 +204,17 @@ class TrainingConfig:
             bad("patience must be at least 1 epoch")
         given = set(self.given())
         if self.scorer == "neural":
-            linear = sorted(given & set(HASHED_ONLY))
+            linear = sorted(given & set(HASHED_ONLY) - {"order"})
             if linear or mixing:
-                bad("the neural scorer trains first-order parsers by gradient: --order, "
-                    "--parts, --learner options and --scheduler do not apply"
+                bad("the neural scorer trains by gradient: --parts, --learner options, "
+                    "the pruner's options and --scheduler do not apply"
                     + (f" ({', '.join(linear)})" if linear else ""))
+            if self.order not in (1, 2):
+                bad("the neural scorer trains orders 1 (arcs) and 2 (arcs, siblings and "
+                    "grandparents)")
+            if self.order == 2 and self.decoder != AUTO \
+                    and not tree_structure(self.decoder).projective:
+                bad("second-order neural models decode projective trees: --decoder eisner")
             return
         neural = sorted(given & set(NEURAL_ONLY))
         if neural:
@@ -294,13 +300,14 @@ def train_parser(cls, train_sentences: list, dev: list | None, config: TrainingC
             def save(state: dict) -> None:
                 checkpoint.save({"config": _identity(config), "run": 0, "done": [],
                                  "trainer": state})
-        return train_neural(cls, train_sentences, dev,
-                            NonProjectiveTrees.name if config.decoder == AUTO
-                            else config.decoder,
+        decoder = config.decoder
+        if decoder == AUTO:
+            decoder = (ProjectiveTrees if config.order > 1 else NonProjectiveTrees).name
+        return train_neural(cls, train_sentences, dev, decoder,
                             config.single_root, config.seed, config.embeddings, options,
                             config.max_seconds, device=config.device, progress=progress,
                             log=log, resume=None if saved is None else saved["trainer"],
-                            save=save, encoder=config.encoder)
+                            save=save, encoder=config.encoder, order=config.order)
     return _LinearTraining(cls, train_sentences, dev, config, progress, log, mixing, clusters,
                            lexicon, checkpoint, saved).run()
 

@@ -23,8 +23,14 @@ label scores of the arc h -> m: a biaffine form of ``label_dim``-unit MLPs, one 
 per DEPREL. Tag classifiers: one hidden layer of ``tag_hidden`` units, then one linear
 output per predicted column (UPOS, XPOS, FEATS, lemma rule).
 
+Second-order parts (``sib_dim`` / ``grand_dim`` > 0, ``arboreal train --order 2``):
+sibling scores ``sib[h, a, b]`` and grandparent scores ``grand[g, h, m]``, each a
+:class:`Triaffine` form over three MLPs of the encoder states, one per role of the
+part's words (Zhang et al. 2020's second-order CRF parser).
+
 Costs per sentence of n words: O(n (lstm_dim^2 + arc_dim^2)) for the encoder and MLPs,
-O(n^2 arc_dim) for the arc scores, O(n label_dim^2 L) for the labels of n arcs.
+O(n^2 arc_dim) for the arc scores, O(n label_dim^2 L) for the labels of n arcs, O(n d^3 +
+n^3 d) for a part kind of ``d`` units.
 """
 from __future__ import annotations
 
@@ -60,6 +66,10 @@ class NetworkConfig:
     encoder_dim: int = 256
     #: -1: a learned scalar mix of every state; k >= 0: state k alone (0 the embeddings)
     encoder_layer: int = -1
+    #: second-order parts (``--order 2``): units of the MLPs of the sibling and of the
+    #: grandparent triaffine scorers (0: that part kind is not scored)
+    sib_dim: int = 0
+    grand_dim: int = 0
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -170,6 +180,29 @@ class Biaffine(nn.Module):
         return torch.einsum("pi,oij,pj->po", x, self.weight, y)
 
 
+class Triaffine(nn.Module):
+    """s[b, k, i, j] = sum_pqr x'_ip W_pqr y'_jq z_kr with x' = [x; 1], y' = [y; 1]
+    (Zhang et al. 2020's second-order scorer): x, y, z (B, N, d) -> (B, N, N, N). O(B N d^3
+    + B N^2 d (N + d)); the weight starts at zero (the parts then score nothing)."""
+
+    def __init__(self, d: int):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(d + 1, d, d + 1))
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor, z: torch.Tensor) -> torch.Tensor:
+        dtype = self.weight.dtype
+        one = torch.ones_like(x[..., :1], dtype=dtype)
+        x = torch.cat([x.to(dtype), one], dim=-1)
+        y = torch.cat([y.to(dtype), one], dim=-1)
+        wz = torch.einsum("bkr,prq->bkpq", z.to(dtype), self.weight)    # (B, N, d+1, d+1)
+        return torch.einsum("bip,bkpq,bjq->bkij", x, wz, y)
+
+
+#: the roles of the three words of each second-order part, in the layout of its scores
+#: (:mod:`arboreal.inference.potentials`): ``sib[h, a, b]`` and ``grand[g, h, m]``
+PART_ROLES = {"sib": ("head", "inner", "child"), "grand": ("grand", "head", "child")}
+
+
 class Network(nn.Module):
     """Encoder, arc and label scorers, tag classifiers (see the module docstring)."""
 
@@ -205,6 +238,14 @@ class Network(nn.Module):
         self.label_dep = _mlp(h, c.label_dim, c.dropout)
         self.label_biaffine = Biaffine(c.label_dim, c.label_dim, len(vocabs.deprels),
                                        bias_x=True, bias_y=True)
+        #: second-order part kind -> (MLP per role, triaffine)
+        self.part_kinds = [k for k in PART_ROLES if getattr(c, f"{k}_dim")]
+        if self.part_kinds:
+            self.part_mlps = nn.ModuleDict({
+                f"{k}_{role}": _mlp(h, getattr(c, f"{k}_dim"), c.dropout)
+                for k in self.part_kinds for role in PART_ROLES[k]})
+            self.part_triaffines = nn.ModuleDict({k: Triaffine(getattr(c, f"{k}_dim"))
+                                                  for k in self.part_kinds})
         self.tag_columns = [col for col in TAG_COLUMNS if vocabs.tags[col].used]
         if self.tag_columns:
             self.tag_mlp = _mlp(h, c.tag_hidden, c.dropout)
@@ -256,6 +297,17 @@ class Network(nn.Module):
         head, dep = self.arc_head(h), self.arc_dep(h)
         return self.arc_biaffine.pairs(head, dep)[:, 0]
 
+    def part_scores(self, h: torch.Tensor) -> dict:
+        """kind -> (B, N+1, N+1, N+1) second-order scores in the layout of
+        :mod:`arboreal.inference.potentials` (``sib[b, h, a, c]``, ``grand[b, g, h, m]``);
+        empty for a first-order network."""
+        out = {}
+        for kind in self.part_kinds:
+            outer, left, right = (self.part_mlps[f"{kind}_{role}"](h)
+                                  for role in PART_ROLES[kind])
+            out[kind] = self.part_triaffines[kind](left, right, outer)
+        return out
+
     def label_scores(self, h: torch.Tensor, b: torch.Tensor, heads: torch.Tensor,
                      mods: torch.Tensor) -> torch.Tensor:
         """(P, L) label scores of the arcs heads[p] -> mods[p] of sentences b[p]."""
@@ -283,6 +335,8 @@ def low_precision_copy(network: Network) -> Network:
     low = copy.deepcopy(network).to(torch.bfloat16)
     low.arc_biaffine.float()
     low.label_biaffine.float()
+    if low.part_kinds:
+        low.part_triaffines.float()
     if low.tag_columns:
         low.tag_out.float()
     return low.eval()

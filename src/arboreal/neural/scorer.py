@@ -31,6 +31,12 @@ PARSE_TOKEN_BUDGET = 4000
 ENCODER_PREFIX = "encoder.model."
 #: pieces per transformer pass when a frozen encoder's states are computed ahead
 FORWARD_PIECE_BUDGET = 4096
+#: sentences longer than this get arc scores only (decoded at first order): the
+#: second-order part scores of n words are (n+1)^3 numbers per part kind
+PARTS_MAX_WORDS = 200
+#: second-order part scores are computed for at most this many entries (B (N+1)^3) at a
+#: time in parsing (256 MiB of float64 per part kind)
+PART_SCORE_ENTRIES = 1 << 25
 
 
 def require_torch():
@@ -248,6 +254,17 @@ class NeuralScorer:
         """The Sentence columns the network predicts."""
         return list(self.network.tag_columns)
 
+    @property
+    def part_kinds(self) -> tuple[str, ...]:
+        """The second-order part kinds the network scores ("sib", "grand"; empty at
+        first order)."""
+        return tuple(self.network.part_kinds)
+
+    @property
+    def order(self) -> int:
+        """1 (arc scores) or 2 (arc, sibling and/or grandparent scores)."""
+        return 2 if self.part_kinds else 1
+
     # ------------------------------------------------------------------ encoding
     def encode(self, sentences, with_gold: bool = False) -> EncodedCorpus:
         """Id arrays of ``sentences`` (and their gold trees, labels and tag classes with
@@ -427,6 +444,38 @@ class NeuralScorer:
         """(B, N+1, N+1) float64 arc scores of sentences ``rows``. O(n^2 arc_dim) each
         after the encoder."""
         return self._states(corpus, rows)[1].double().cpu().numpy()
+
+    def potentials(self, corpus: EncodedCorpus, rows: np.ndarray):
+        """Yield (k, :class:`~arboreal.inference.potentials.Potentials`) for each sentence
+        ``rows[k]``: its arc scores and second-order part scores (float64, cropped to its
+        length), computed a few sentences at a time (at most :data:`PART_SCORE_ENTRIES`
+        entries); a sentence over :data:`PARTS_MAX_WORDS` words gets arc scores only.
+        O(n d^3 + n^3 d) per sentence and part kind of d units."""
+        torch = require_torch()
+        from arboreal.inference.potentials import Potentials
+
+        h, arc = self._states(corpus, rows)
+        lengths = corpus.lengths[rows]
+        arcs = arc.double().cpu().numpy()
+        short = np.flatnonzero(lengths <= PARTS_MAX_WORDS)
+        for k in np.flatnonzero(lengths > PARTS_MAX_WORDS).tolist():
+            n = int(lengths[k])
+            yield k, Potentials(np.ascontiguousarray(arcs[k, : n + 1, : n + 1]))
+        network = self._inference_network()
+        start = 0
+        while start < len(short):
+            top = int(lengths[short[start:]].max()) + 1
+            take = short[start: start + max(1, PART_SCORE_ENTRIES // top ** 3)]
+            start += len(take)
+            N = int(lengths[take].max()) + 1
+            with torch.inference_mode():
+                parts = network.part_scores(h[torch.from_numpy(take).to(h.device), :N])
+                parts = {kind: t.double().cpu().numpy() for kind, t in parts.items()}
+            for j, k in enumerate(take.tolist()):
+                n = int(lengths[k]) + 1
+                yield k, Potentials(np.ascontiguousarray(arcs[k, :n, :n]),
+                                    **{kind: np.ascontiguousarray(t[j, :n, :n, :n])
+                                       for kind, t in parts.items()})
 
     def _label_matrix(self, corpus: EncodedCorpus, rows: np.ndarray, heads: list):
         """(label scores (P, L) tensor with the reserved ids at -inf, the arcs' heads (P,),

@@ -168,20 +168,17 @@ def _precompute_encoder_states(scorer, corpora: list) -> None:
 def dev_scores(parser, dev: list, encoded=None) -> dict:
     """LAS, UAS and UPOS accuracy (percent) of ``parser`` on gold-token ``dev``
     sentences (its predicted tags, not dev's); ``score`` is LAS."""
+    from arboreal.models.parser import attachment_scores
+
     encoded = encoded if encoded is not None else parser.scorer.encode(dev)
     columns = tuple(c for c in ("upos",) if c in parser.scorer.tag_columns)
     heads, labels, tags = parser._predict_all(encoded, tags=columns)
-    words = uas = las = upos = 0
-    for k, s in enumerate(dev):
-        ok = np.asarray(heads[k])[1:] == s.heads[1:]
-        words += len(s)
-        uas += int(ok.sum())
-        las += int((ok & (np.asarray(labels[k], dtype=object)[1:] == s.deprels[1:])).sum())
-        if columns:
-            upos += int((np.asarray(tags["upos"][k], dtype=object) == s.upos[1:]).sum())
-    words = max(words, 1)
-    out = {"score": 100.0 * las / words, "las": 100.0 * las / words, "uas": 100.0 * uas / words}
+    uas, las = attachment_scores(dev, heads, labels)
+    out = {"score": las, "las": las, "uas": uas}
     if columns:
+        words = max(sum(len(s) for s in dev), 1)
+        upos = sum(int((np.asarray(tags["upos"][k], dtype=object) == s.upos[1:]).sum())
+                   for k, s in enumerate(dev))
         out["upos"] = 100.0 * upos / words
     return out
 

@@ -12,9 +12,9 @@ A tree's score is the sum of the scores of its parts (:func:`tree_parts` lists t
 The routines here are those of projective trees (the family
 :class:`~arboreal.inference.structure.ProjectiveTrees` exposes them): the best tree
 (:func:`decode_potentials`), log Z and the marginal of every part, its derivative
-(:func:`potentials_marginals`), and pruning by first-order marginals
-(:func:`prune_by_marginals`, Koo & Collins 2010), which turns the O(n^4) programs with
-grandparents into about O(K^2 n^2) for K kept heads per word.
+(:func:`potentials_marginals`); pruning by first-order marginals
+(:func:`~arboreal.inference.higher_order.prune_arcs`, Koo & Collins 2010) turns the
+O(n^4) programs with grandparents into about O(K^2 n^2) for K kept heads per word.
 """
 from __future__ import annotations
 
@@ -36,17 +36,9 @@ class Potentials:
     grand: np.ndarray | None = None
 
     @property
-    def n(self) -> int:
-        return self.arc.shape[0] - 1
-
-    @property
     def kinds(self) -> tuple[str, ...]:
         """The second-order kinds present, in :data:`PART_KINDS` order."""
         return tuple(k for k in PART_KINDS if getattr(self, k) is not None)
-
-    def parts(self) -> dict:
-        """{kind: scores} of the second-order kinds present."""
-        return {k: getattr(self, k) for k in self.kinds}
 
     def tree_score(self, heads: np.ndarray) -> float:
         """The score of the tree ``heads`` (n+1,): the sum of its parts' scores. O(n)."""
@@ -128,21 +120,3 @@ def potentials_marginals(p: Potentials, single_root: bool = True,
     logz, mu = grand_sibling_marginals(p.arc, p.sib, p.grand, single_root=single_root,
                                        allowed=allowed, memory_budget=None)
     return logz, Potentials(mu["arc"], mu.get("sib"), mu.get("grand"))
-
-
-#: pruning defaults (Koo & Collins 2010's ratio test and at most K heads per word)
-PRUNE_THRESHOLD = 1e-4
-PRUNE_MAX_HEADS = 10
-
-
-def prune_by_marginals(arc_marginals: np.ndarray, single_root: bool = True,
-                       keep: np.ndarray | None = None, threshold: float = PRUNE_THRESHOLD,
-                       max_heads: int = PRUNE_MAX_HEADS) -> np.ndarray:
-    """The arcs to keep ((n+1, n+1) bool) given first-order ``arc_marginals``: those at
-    least ``threshold`` times their word's best and among its ``max_heads`` likeliest
-    heads, plus the arcs of the tree ``keep`` (the gold tree in training; by default the
-    best projective tree of the marginals), so that a projective tree always remains.
-    O(n^2 K) (+ O(n^3) without ``keep``)."""
-    from arboreal.inference.higher_order.pruning import prune_arcs
-
-    return prune_arcs(arc_marginals, threshold, max_heads, single_root, keep)

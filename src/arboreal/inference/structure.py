@@ -328,8 +328,8 @@ class ProjectiveTrees(ArrayFamily):
         return potentials_marginals(potentials, self.single_root, allowed)
 
     def prune(self, arc_marginals, keep=None):
-        from arboreal.inference.potentials import prune_by_marginals
-        return prune_by_marginals(arc_marginals, self.single_root, keep)
+        from arboreal.inference.higher_order.pruning import prune_arcs
+        return prune_arcs(arc_marginals, single_root=self.single_root, keep=keep)
 
 
 @register_family

@@ -29,13 +29,13 @@ length so that a batch wastes little work on padding.
 """
 from __future__ import annotations
 
-import importlib
-import pkgutil
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
+
+from arboreal._registry import import_package_modules
 
 #: a bucket of :func:`length_buckets` holds at most this many padded score entries
 #: (B (N+1)^2): 16 MiB of float64 scores
@@ -233,7 +233,6 @@ class TreeStructure(ABC):
 
 
 _FAMILIES: dict[str, type[TreeStructure]] = {}
-_DISCOVERED = False
 
 
 def register_family(cls: type[TreeStructure]) -> type[TreeStructure]:
@@ -247,14 +246,7 @@ def register_family(cls: type[TreeStructure]) -> type[TreeStructure]:
 def _discover() -> None:
     """Import every module of :mod:`arboreal.inference.families` once (each registers
     its families)."""
-    global _DISCOVERED
-    if _DISCOVERED:
-        return
-    _DISCOVERED = True
-    from arboreal.inference import families
-
-    for info in pkgutil.iter_modules(families.__path__):
-        importlib.import_module(f"{families.__name__}.{info.name}")
+    import_package_modules("arboreal.inference.families")
 
 
 def family_names() -> tuple[str, ...]:

@@ -543,3 +543,23 @@ def test_a_compact_neural_model_stores_float16_parameters_and_parses_alike(tiny_
     same = sum(int((x.heads == y.heads).sum()) for x, y in zip(a, b))
     words = sum(len(x) for x in a)
     assert same >= 0.98 * words
+
+
+def test_label_scores_of_a_batchs_sentence_come_from_its_states(tiny_model):
+    """A sentence of the last scored batch gets its label scores from that batch's
+    states (calibration scores dev that way), the same as computed alone."""
+    parser, _ = tiny_model
+    test = read_conllu(SAMPLE / "en_ewt-sample-test.conllu")[:40]
+    scorer = parser.scorer
+    scorer.precision = "float32"
+    encoded = scorer.encode(test)
+    rows = scorer.batches(scorer.lengths(encoded))[0]
+    i = int(rows[-1])
+    heads = np.asarray(test[i].heads)
+    scorer.weights_changed()
+    alone = scorer.label_scores(encoded, i, heads)
+    scorer.arc_scores(encoded, rows)
+    batch_key = scorer._cache[1]
+    from_batch = scorer.label_scores(encoded, i, heads)
+    assert scorer._cache[1] == batch_key       # no pass of its own
+    np.testing.assert_allclose(from_batch, alone, rtol=1e-5, atol=1e-5)

@@ -34,11 +34,12 @@ KBEST_BUDGET_BYTES = 1 << 30
 _FLOOR = 1e-12
 
 
-def score_matrices(parser, encoded) -> list[tuple[np.ndarray, np.ndarray]]:
+def score_matrices(parser, encoded, after_batch=None) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per sentence ``(decode_scores, sum_scores)``, both (n+1, n+1) float64: the arc
     scores the decoder maximises and the ones whose exponentials are summed over trees
     (they differ only for a jointly labeled model: max vs log-sum-exp over the labels),
-    from the model's scorer, batch by batch."""
+    from the model's scorer, batch by batch; ``after_batch(rows)`` is called after each
+    batch's scores."""
     scorer = parser.scorer
     lengths = scorer.lengths(encoded)
     joint = getattr(scorer, "joint", False)
@@ -50,6 +51,8 @@ def score_matrices(parser, encoded) -> list[tuple[np.ndarray, np.ndarray]]:
             n1 = lengths[i] + 1
             out[i] = (np.array(S[b, :n1, :n1], dtype=np.float64),
                       np.array(summed[b, :n1, :n1], dtype=np.float64))
+        if after_batch is not None:
+            after_batch(part)
     return out
 
 
@@ -93,8 +96,22 @@ def fit_temperatures(parser, encoded: Sequence, sentences: Sequence) -> dict:
     sentence. Returns the ``calibration`` metadata entry."""
     from scipy.optimize import minimize_scalar
 
-    mats = score_matrices(parser, encoded)
     gold = [np.asarray(s.heads, dtype=np.int64) for s in sentences]
+    labels = {lab: k for k, lab in enumerate(_labels_of(parser).tolist())}
+    #: sentence -> (its words' label score rows, their gold label ids)
+    per_sentence: dict = {}
+
+    def gold_label_rows(rows) -> None:
+        # right after its batch's arc scores: a scorer that keeps the batch's states
+        # (the neural one) computes the labels from them
+        for i in rows:
+            if len(gold[i]) > 1:
+                scores = label_score_rows(parser, encoded, i, gold[i])
+                pairs = [(scores[m], labels[d]) for m, d in
+                         enumerate(sentences[i].deprels[1:].tolist(), start=1) if d in labels]
+                per_sentence[int(i)] = pairs
+
+    mats = score_matrices(parser, encoded, after_batch=gold_label_rows)
     all_lengths = parser.scorer.lengths(encoded)
     keep = [i for i, n in enumerate(all_lengths) if n > 0]
     structure = parser.structure
@@ -112,16 +129,9 @@ def fit_temperatures(parser, encoded: Sequence, sentences: Sequence) -> dict:
         P = structure.marginals(batch / np.exp(log_t), lengths)
         return float(-np.log(np.maximum(P[rows_b, rows_h, cols_m], _FLOOR)).mean())
 
-    labels = {lab: k for k, lab in enumerate(_labels_of(parser).tolist())}
-    label_rows, label_gold = [], []
-    for i in keep:
-        rows = label_score_rows(parser, encoded, i, gold[i])
-        for m, d in enumerate(sentences[i].deprels[1:].tolist(), start=1):
-            if d in labels:
-                label_rows.append(rows[m])
-                label_gold.append(labels[d])
-    R = np.array(label_rows) if label_rows else np.zeros((0, 1))
-    y = np.array(label_gold, dtype=np.int64)
+    pairs = [p for i in keep for p in per_sentence.get(i, [])]   # in sentence order
+    R = np.array([r for r, _ in pairs]) if pairs else np.zeros((0, 1))
+    y = np.array([g for _, g in pairs], dtype=np.int64)
 
     def label_nll(log_t: float) -> float:
         P = _softmax(R / np.exp(log_t))

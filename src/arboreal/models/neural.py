@@ -61,16 +61,28 @@ def neural_options(options: dict) -> tuple[dict, dict]:
     checked by name and type; ArborealError naming the unknown or bad one."""
     from arboreal.neural.network import NetworkConfig
 
-    sizes = {f.name: f.default for f in dataclass_fields(NetworkConfig)}
+    sizes = {f.name: f.default for f in dataclass_fields(NetworkConfig)
+             if f.name != "word_encoders"}
     net, train = {}, dict(TRAINING_DEFAULTS)
+    encoder_names = options.get("word_encoders", "")
+    if not isinstance(encoder_names, (str, list)):
+        raise ArborealError("neural scorer option word_encoders takes names separated by "
+                            "commas")
+    encoder_options = {k: v for k, v in options.items() if "." in k}
+    if encoder_names or encoder_options:
+        from arboreal.neural.encoders import word_encoder_specs
+
+        net["word_encoders"] = word_encoder_specs(encoder_names, encoder_options)
     for key, value in options.items():
+        if key == "word_encoders" or key in encoder_options:
+            continue
         if key in sizes and key not in DERIVED_SIZES:
             target, default = net, sizes[key]
         elif key in TRAINING_DEFAULTS:
             target, default = train, TRAINING_DEFAULTS[key]
         else:
             choices = sorted([k for k in sizes if k not in DERIVED_SIZES]
-                             + list(TRAINING_DEFAULTS))
+                             + list(TRAINING_DEFAULTS) + ["word_encoders"])
             raise ArborealError(f"unknown neural scorer option {key!r}; choose from "
                                 f"{', '.join(choices)}")
         lowest = -1 if key == "encoder_layer" else 0

@@ -14,6 +14,8 @@ Encoder (Kiperwasser & Goldberg 2016; Dozat & Manning 2017), per word position 0
   states of ``encoder_hidden`` units): a learned scalar mix of the S states
   (:class:`ScalarMix`; ``encoder_layer`` >= 0 takes that one state instead), projected
   to ``encoder_dim`` units;
+* optionally the vectors of registered word encoders (:mod:`arboreal.neural.encoders`,
+  ``word_encoders``: name -> options; e.g. a bag of character n-grams);
 * a BiLSTM of ``lstm_layers`` layers of ``lstm_dim`` units per direction; with
   ``lstm_layers=0`` the features above go to the scorers directly.
 
@@ -34,7 +36,7 @@ n^3 d) for a part kind of ``d`` units.
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 
 import torch
 from torch import nn
@@ -70,9 +72,15 @@ class NetworkConfig:
     #: grandparent triaffine scorers (0: that part kind is not scored)
     sib_dim: int = 0
     grand_dim: int = 0
+    #: registered word encoders (:mod:`arboreal.neural.encoders`) -> their options;
+    #: their vectors join the word features before the BiLSTM
+    word_encoders: dict = field(default_factory=dict)
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        out = asdict(self)
+        if not out["word_encoders"]:        # as model files without any stored it
+            del out["word_encoders"]
+        return out
 
 
 def _mlp(n_in: int, n_out: int, dropout: float) -> nn.Sequential:
@@ -224,6 +232,13 @@ class Network(nn.Module):
                 self.encoder_mix = ScalarMix(c.encoder_states)
             self.encoder_proj = nn.Linear(c.encoder_hidden, c.encoder_dim)
             n_in += c.encoder_dim
+        #: the registered word encoders of ``config.word_encoders`` (None: none)
+        self.word_encoders = None
+        if c.word_encoders:
+            from arboreal.neural.encoders import build_word_encoders
+
+            self.word_encoders = nn.ModuleDict(build_word_encoders(c.word_encoders))
+            n_in += sum(e.dim for e in self.word_encoders.values())
         #: a fine-tuned transformer (:meth:`attach_encoder`), trained and saved with the
         #: network; a frozen one stays outside it (the scorer's)
         self.encoder = None
@@ -270,6 +285,10 @@ class Network(nn.Module):
             parts.append(self.tag_embed(batch["input_tags"]))
         if self.config.encoder_states:
             parts.append(self.encoder_proj(self.mixed_states(batch["encoder_states"])))
+        if self.word_encoders is not None:
+            tables = batch["word_encoder_tables"]
+            parts += [enc(tables[name], batch["char_index"]).to(x.dtype)
+                      for name, enc in self.word_encoders.items()]
         x = torch.cat(parts, dim=-1)
         B = x.shape[0]
         x = torch.cat([self.root.expand(B, 1, -1), x], dim=1)       # position 0: the root

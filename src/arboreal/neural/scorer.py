@@ -110,7 +110,9 @@ class EncodedCorpus:
     encoder: piece_offsets (F+1,) and piece_ids (P,), the word pieces of each distinct
     form (:meth:`PieceTokenizer.pieces <arboreal.neural.transformer.PieceTokenizer.
     pieces>`), and encoder_states (W, S, D), a frozen encoder's word states computed
-    once (:meth:`NeuralScorer.compute_encoder_states`; None: computed per batch).
+    once (:meth:`NeuralScorer.compute_encoder_states`; None: computed per batch). With
+    word encoders (:mod:`arboreal.neural.encoders`): word_encoder_tables, name -> (F, K)
+    int64 features of each distinct form.
     """
 
     lengths: np.ndarray
@@ -124,6 +126,7 @@ class EncodedCorpus:
     piece_offsets: np.ndarray | None = None
     piece_ids: np.ndarray | None = None
     encoder_states: object = None
+    word_encoder_tables: dict | None = None
 
     def __len__(self) -> int:
         return len(self.lengths)
@@ -310,9 +313,13 @@ class NeuralScorer:
                     # "_" is not a class of this column (unannotated): no loss there
                     ids[np.array([v == "_" for v in values], dtype=bool)] = PAD
                 gold[col] = ids
+        tables = None
+        if self.network.word_encoders is not None:
+            tables = {name: enc.form_features(forms)
+                      for name, enc in self.network.word_encoders.items()}
         return EncodedCorpus(lengths, starts, form_ids, self.vocabs.words.ids(lower),
                              self.pretrained_vocab.ids(lower), chars, input_tags, gold,
-                             piece_offsets, piece_ids)
+                             piece_offsets, piece_ids, word_encoder_tables=tables)
 
     def encoder_state_bytes(self, corpus: EncodedCorpus) -> int:
         """Bytes that :meth:`compute_encoder_states` would hold for ``corpus``."""
@@ -376,6 +383,10 @@ class NeuralScorer:
             out["pretrained"] = torch.nn.functional.embedding(tensor(pre), self.pretrained)
         if self.config.tag_dim:
             out["input_tags"] = tensor(np.where(valid, corpus.input_tags[flat], PAD))
+        if corpus.word_encoder_tables is not None:
+            out["word_encoder_tables"] = {
+                name: tensor(table[uniq] if len(uniq) else np.zeros((1, 1), np.int64))
+                for name, table in corpus.word_encoder_tables.items()}
         if self.encoder is not None:
             out["encoder_valid"] = valid
             if corpus.encoder_states is not None and not self.fine_tuned:
@@ -422,11 +433,18 @@ class NeuralScorer:
 
     def _states(self, corpus: EncodedCorpus, rows: np.ndarray):
         """(encoder states, arc scores) of sentences ``rows``, in inference mode; the
-        last batch's are kept, so that its labels and tags cost no second pass."""
+        last batch's are kept, so that its labels and tags (of the whole batch or of
+        some of its sentences) cost no second pass."""
         torch = require_torch()
         key = tuple(int(r) for r in rows)
-        if self._cache is not None and self._cache[0] is corpus and self._cache[1] == key:
-            return self._cache[2]
+        if self._cache is not None and self._cache[0] is corpus:
+            if self._cache[1] == key:
+                return self._cache[2]
+            where = {r: b for b, r in enumerate(self._cache[1])}
+            if all(r in where for r in key):    # sentences of the last batch: its rows
+                pick = torch.tensor([where[r] for r in key])
+                h, arc = self._cache[2]
+                return h[pick.to(h.device)], arc[pick.to(arc.device)]
         self.network.eval()
         with torch.inference_mode():
             out = self.forward(self.batch(corpus, rows), self._inference_network())
@@ -597,7 +615,12 @@ class NeuralScorer:
         if set(raw) - set(known):
             raise section.fail("config", f"unknown sizes {sorted(set(raw) - set(known))}")
         config = NetworkConfig(**raw)
+        if not isinstance(config.word_encoders, dict) or not all(
+                isinstance(v, dict) for v in config.word_encoders.values()):
+            raise section.fail("config", "word_encoders is not a table of options")
         for key, value in config.as_dict().items():
+            if key == "word_encoders":
+                continue
             if not isinstance(value, (int, float)) or isinstance(value, bool) \
                     or value < (-1 if key == "encoder_layer" else 0) \
                     or value > (1 if key.endswith("dropout") else 1 << 16):

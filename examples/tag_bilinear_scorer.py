@@ -10,7 +10,9 @@ in training. It is trained with the CRF objective of :mod:`arboreal.learn.object
 through arboreal's exact marginals, by plain gradient descent under the one training
 loop (:class:`arboreal.learn.trainer.Trainer`), and parses with any decoder of
 :class:`arboreal.inference.structure.TreeStructure`. Importing the module registers it,
-so its model files load with ``arboreal.load``.
+so its model files load with ``arboreal.load``, and registers its training recipe, so
+``ARBOREAL_PLUGINS=examples/tag_bilinear_scorer.py arboreal train TRAIN --scorer
+tag-bilinear -o M`` trains it and ``arboreal parse M`` parses with it.
 
 Nothing outside this file and its test (tests/test_example_scorer.py) knows about it.
 """
@@ -129,8 +131,6 @@ class TagBilinearScorer:
         return scorer
 
 
-register_scorer(TagBilinearScorer.kind, TagBilinearScorer)
-
 
 class GradientDescent:
     """The scorer's learner: one epoch = one pass of full-batch-per-bucket gradient steps
@@ -171,14 +171,15 @@ class GradientDescent:
             setattr(self.scorer, k, v.copy())
 
 
-def train(sentences, dev=None, decoder: str = "eisner", epochs: int = 10, seed: int = 0):
+def train(sentences, dev=None, decoder: str = "eisner", epochs: int = 10, seed: int = 0,
+          dim: int = 8):
     """A :class:`arboreal.models.Parser` with this scorer, trained by the CRF objective."""
     from arboreal.learn.trainer import Trainer
     from arboreal.models import Parser
 
     tags = sorted({t for s in sentences for t in s.upos[1:].tolist()})
     labels = sorted({d for s in sentences for d in s.deprels[1:].tolist()})
-    scorer = TagBilinearScorer(tags, labels, seed=seed)
+    scorer = TagBilinearScorer(tags, labels, dim=dim, seed=seed)
     label_id = {d: k for k, d in enumerate(labels)}
     for ids, s in zip(scorer.encode(sentences), sentences):
         for m in range(1, len(s) + 1):
@@ -195,3 +196,21 @@ def train(sentences, dev=None, decoder: str = "eisner", epochs: int = 10, seed: 
     result = Trainer(epochs, seed).run(learner, evaluate if dev else None)
     learner.restore(result.snapshot)
     return parser
+
+
+def recipe(parser_class, sentences, dev, config, run):
+    """The training recipe (:data:`arboreal.scorers.RECIPES`): ``arboreal train --scorer
+    tag-bilinear`` with ``--scorer-option dim=N``, ``--epochs``, ``--seed`` and
+    ``--decoder`` (the linear tagger in front of it, as its scores read UPOS)."""
+    from arboreal.errors import ArborealError
+
+    unknown = sorted(set(config.scorer_options) - {"dim"})
+    if unknown:
+        raise ArborealError(f"tag-bilinear scorer options: {', '.join(unknown)} unknown; "
+                            "it takes dim")
+    decoder = "eisner" if config.decoder == "auto" else config.decoder
+    return train(sentences, dev, decoder=decoder, epochs=config.epochs or 10,
+                 seed=config.seed, dim=int(config.scorer_options.get("dim", 8)))
+
+
+register_scorer(TagBilinearScorer.kind, TagBilinearScorer, recipe=recipe)

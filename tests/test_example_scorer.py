@@ -87,3 +87,44 @@ def test_the_example_scorer_trains_and_parses(data, decoder, tmp_path):
     # probabilities and k-best trees come with any first-order scorer
     kb = loaded.parse_kbest(test[:2], 2)
     assert len(kb[0]) == 2
+
+
+def test_trained_and_parsed_through_the_cli_as_a_plugin(data, tmp_path, monkeypatch, capsys):
+    """Registered with its recipe, the example trains with `arboreal train --scorer
+    tag-bilinear` (the linear tagger in front of it: its scores read UPOS) and parses raw
+    CoNLL-U with `arboreal parse`, found through $ARBOREAL_PLUGINS."""
+    from arboreal import scorers
+    from arboreal.cli import main
+    from arboreal.io.conllu import write_conllu
+    from arboreal.models import Parser
+
+    monkeypatch.setenv("ARBOREAL_PLUGINS", str(ROOT / "examples" / "tag_bilinear_scorer.py"))
+    monkeypatch.setattr(scorers, "_PLUGINS_LOADED", False)
+    train, test = data
+    write_conllu(train[:200], tmp_path / "train.conllu")
+    write_conllu(test, tmp_path / "test.conllu")
+    model = tmp_path / "tb.npz"
+    base = ["train", str(tmp_path / "train.conllu"), "-o", str(model), "--scorer",
+            "tag-bilinear", "--no-tokenizer", "--quiet"]
+    assert main(base + ["--scorer-option", "dim=4", "--epochs", "6", "--jackknife", "2",
+                        "--tagger-epochs", "3"]) == 0
+    parser = Parser.load(model)
+    assert parser.scorer.kind == "tag-bilinear" and parser.scorer.E.shape[1] == 4
+    assert parser.tagger is not None
+    out = tmp_path / "out.conllu"
+    assert main(["parse", str(model), str(tmp_path / "test.conllu"), "-o", str(out),
+                 "--quiet"]) == 0
+    parsed = read_conllu(out)
+    right = sum(int((p.heads[1:] == s.heads[1:]).sum()) for p, s in zip(parsed, test))
+    chain = sum(int((np.r_[np.arange(2, len(s) + 1), 0] == s.heads[1:]).sum()) for s in test)
+    assert right > chain + 0.1 * sum(len(s) for s in test)
+    capsys.readouterr()
+    for extra, message in ((["--order", "2"], "--order: for --scorer hashed only"),
+                           (["--features", "words"], "--features: for --scorer hashed only"),
+                           (["--scorer-option", "width=3"], "width unknown"),
+                           (["--embeddings", "v.txt"], "for --scorer neural only")):
+        assert main(base + extra) == 2
+        assert message in capsys.readouterr().err
+    assert main(base[:-4] + ["--scorer", "nope", "--quiet"]) == 2
+    assert "unknown scorer 'nope'; choose from hashed, neural, tag-bilinear" in \
+        capsys.readouterr().err

@@ -169,7 +169,7 @@ def test_decode_labeled_is_the_best_labeled_tree(sample):
 
 @pytest.fixture(scope="module")
 def tiny(sample):
-    from arboreal.models.parser import _is_projective
+    from arboreal.trees.properties import is_projective as _is_projective
 
     return [s for s in sample if 3 <= len(s) <= 15 and _is_projective(s.heads)][:25]
 

@@ -17,7 +17,7 @@ SAMPLE = Path(__file__).resolve().parents[1] / "data" / "sample"
 def tiny():
     from arboreal.io.conllu import read_conllu
 
-    from arboreal.models.parser import _is_projective
+    from arboreal.trees.properties import is_projective as _is_projective
 
     # projective trees only: the default decoder (Eisner) cannot output the others
     sents = read_conllu(SAMPLE / "en_ewt-sample-train.conllu")

@@ -81,7 +81,9 @@ def quoted_quick_start_figures() -> dict[str, float]:
 
 @pytest.fixture
 def workdir(tmp_path):
+    # a checkout's data/ and examples/, as a user in the repository has them
     (tmp_path / "data").symlink_to(REPO / "data")
+    (tmp_path / "examples").symlink_to(REPO / "examples")
     bin_dir = tmp_path.parent / f"{tmp_path.name}-bin"
     bin_dir.mkdir()
     shim = bin_dir / "arboreal"

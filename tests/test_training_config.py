@@ -149,6 +149,31 @@ def test_the_command_lines_higher_order_options_and_defaults_are_the_configs(cap
             "float32)") in out
 
 
+def test_the_helps_epoch_tagger_and_neural_defaults_are_the_codes(capsys, monkeypatch):
+    """The help of `arboreal train` states each default that the code holds elsewhere
+    (the command line does not import the learners to print them)."""
+    monkeypatch.setenv("COLUMNS", "10000")        # no line broken at a hyphen
+    from arboreal.models.neural import TRAINING_DEFAULTS
+    from arboreal.models.pipeline import JACKKNIFE_FOLDS
+    from arboreal.models.tagger import DEFAULT_EPOCHS as TAGGER_EPOCHS
+    from arboreal.models.training import DEFAULT_EPOCHS
+
+    with pytest.raises(SystemExit):
+        main(["train", "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    epochs = {name: LEARNERS[name].default_epochs for name in (
+        "loglinear", "loglinear-labeled", "eg", "local-margin")}
+    assert epochs["loglinear"] == epochs["loglinear-labeled"] == epochs["eg"]
+    assert (f"training epochs (default {DEFAULT_EPOCHS}; loglinear, loglinear-labeled and eg: "
+            f"{epochs['eg']} L-BFGS iterations or passes; local-margin: "
+            f"{epochs['local-margin']}; --scorer neural: {TRAINING_DEFAULTS['epochs']};") in out
+    assert all(getattr(LEARNERS[name], "default_epochs", DEFAULT_EPOCHS) == DEFAULT_EPOCHS
+               for name in LEARNERS.names() if name not in epochs)
+    assert f"--scorer neural: {TRAINING_DEFAULTS['patience']}, on dev LAS" in out
+    assert f"folds of the jackknifed training tags (default {JACKKNIFE_FOLDS})" in out
+    assert f"tagger training passes per stage (default {TAGGER_EPOCHS};" in out
+
+
 def test_the_learner_may_still_be_the_third_argument(tiny):
     model = Parser.train(tiny[0][:10], None, "perceptron", epochs=1, hash_bits=10)
     assert model.meta["training"]["learner"] == "perceptron"

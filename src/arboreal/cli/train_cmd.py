@@ -78,11 +78,17 @@ def add_parser(subparsers) -> None:
     p.add_argument("train", metavar="TRAIN.conllu", help="training treebank")
     p.add_argument("--dev", metavar="DEV.conllu", help="development treebank (best epoch kept)")
     p.add_argument("-o", "--output", metavar="MODEL", required=True, help="model file to write")
-    p.add_argument("--scorer", choices=("hashed", "neural"), default="hashed",
+    p.add_argument("--scorer", metavar="{hashed,neural,auto,...}", default="hashed",
                    help="hashed: sparse hashed features and a linear learner (default); "
                         "neural: a BiLSTM encoder with biaffine arc and label scores and "
                         "joint UPOS/XPOS/FEATS/lemma classifiers, trained through the exact "
-                        "tree partition function (needs the 'neural' extra: torch)")
+                        "tree partition function (needs the 'neural' extra: torch); or a "
+                        "scorer registered with a recipe by a plugin ($ARBOREAL_PLUGINS: "
+                        "modules or .py files, or the 'arboreal.scorers' entry points), "
+                        "its options given with --scorer-option; auto: both the hashed and "
+                        "the neural pipeline, each with its defaults, the one with the "
+                        "higher LAS on --dev (parsed from its words alone; without --dev, "
+                        "on a held-out tenth of TRAIN) kept")
     p.add_argument("--embeddings", metavar="VECTORS", default=None,
                    help="with --scorer neural: pretrained word vectors (word2vec or fastText "
                         "text format, e.g. from 'arboreal embeddings'), stored in the model")
@@ -118,8 +124,8 @@ def add_parser(subparsers) -> None:
     p.add_argument("--multi-root", action="store_true",
                    help="allow several words attached to the root")
     p.add_argument("--epochs", type=_positive, default=None,
-                   help="training epochs (default 10; loglinear and eg: 25 L-BFGS iterations "
-                        "or passes; local-margin: 15; --scorer neural: 40; the best one kept "
+                   help="training epochs (default 10; loglinear, loglinear-labeled and eg: 25 "
+                        "L-BFGS iterations or passes; local-margin: 15; --scorer neural: 40; the best one kept "
                         "on dev)")
     p.add_argument("--patience", type=_positive, default=None, metavar="N",
                    help="with --dev: stop once dev UAS has not improved for N epochs (the "
@@ -194,7 +200,9 @@ def add_parser(subparsers) -> None:
                    help="train the parser alone, on the treebank's own tags (parsing then "
                         "needs tagged input); by default a tagger (UPOS, XPOS, FEATS, LEMMA) "
                         "is trained too, saved in the model, and the parser is trained on "
-                        "jackknifed predicted tags")
+                        "jackknifed predicted tags; --scorer neural: the linear tagger is "
+                        "trained beside its own classifiers, and with --dev the one whose "
+                        "tags score higher on dev is kept")
     p.add_argument("--no-tokenizer", action="store_true",
                    help="do not train a tokenizer and sentence splitter (by default one is "
                         "trained on the treebank's '# text' lines and saved in the model, "
@@ -273,30 +281,40 @@ def run(args) -> int:
         return _train(args, mixing)
 
 
-def _check_neural(args) -> None:
-    """Options that belong to one scorer only."""
-    if args.scorer == "neural":
+def _check_scorer_options(args) -> None:
+    """Options that belong to one scorer only (and the scorer's name)."""
+    from arboreal.models.training import trainable_scorers
+
+    scorers = trainable_scorers()
+    if args.scorer not in scorers:
+        raise ArborealError(f"unknown scorer {args.scorer!r}; choose from {', '.join(scorers)}")
+    if args.scorer != "hashed":
         linear = [name for name, on in (
-            ("--learner", args.learner is not None), ("--order 3", args.order > 2),
+            ("--learner", args.learner is not None),
+            ("--order 3" if args.scorer == "neural" else "--order",
+             args.order > (2 if args.scorer == "neural" else 1)),
             ("--parts", bool(args.parts)), ("--learner-option", bool(args.learner_option)),
             ("--features", args.features is not None), ("--clusters", args.clusters),
             ("--lexicon", args.lexicon), ("--scheduler", args.scheduler),
-            ("--hash-bits", args.hash_bits is not None), ("--jackknife", args.jackknife),
+            ("--hash-bits", args.hash_bits is not None),
             *((f"--{k.replace('_', '-')}", getattr(args, k) is not None)
               for k in HIGHER_ORDER_KEYS),
-            ("--parser-tags", args.parser_tags), ("--tagger-epochs", args.tagger_epochs))
-            if on]
+            ("--parser-tags", args.parser_tags)) if on]
+        if args.scorer == "neural":     # it tags by itself: no jackknifed tags
+            linear += ["--jackknife"] if args.jackknife else []
         if linear:
-            raise ArborealError(f"{', '.join(linear)}: for --scorer hashed only (the neural "
-                                "scorer tags and parses jointly)")
-        return
-    neural = [name for name, on in (("--embeddings", args.embeddings),
-                                    ("--encoder", args.encoder),
-                                    ("--scorer-option", bool(args.scorer_option)),
-                                    ("--max-time", args.max_time is not None),
-                                    ("--device", args.device != "cpu")) if on]
-    if neural:
-        raise ArborealError(f"{', '.join(neural)}: for --scorer neural only")
+            raise ArborealError(f"{', '.join(linear)}: for --scorer hashed only" + (
+                " (the neural scorer tags and parses jointly)" if args.scorer == "neural"
+                else ""))
+    if args.scorer != "neural":
+        neural = [name for name, on in (("--embeddings", args.embeddings),
+                                        ("--encoder", args.encoder),
+                                        ("--scorer-option", bool(args.scorer_option)
+                                         and args.scorer == "hashed"),
+                                        ("--max-time", args.max_time is not None),
+                                        ("--device", args.device != "cpu")) if on]
+        if neural:
+            raise ArborealError(f"{', '.join(neural)}: for --scorer neural only")
 
 
 def _check_outputs(args) -> None:
@@ -314,15 +332,17 @@ def _check_outputs(args) -> None:
 
 
 def _train(args, mixing) -> int:
+    if args.scorer == "auto":
+        return _train_auto(args, mixing)
     _check_outputs(args)
-    _check_neural(args)
+    _check_scorer_options(args)
     if args.decoder is None:
         args.decoder = "cle" if args.scorer == "neural" and args.order == 1 else "eisner"
     if args.checkpoint is not None and args.resume is not None:
         raise ArborealError("--checkpoint starts a checkpoint and --resume goes on with one: "
                             "give one of them")
-    if args.scorer == "neural":
-        return _train_neural(args)
+    if args.scorer != "hashed":
+        return _train_by_recipe(args)
     from arboreal.io.conllu import read_conllu
     from arboreal.trees.diagnostics import training_data_warnings
 
@@ -409,6 +429,102 @@ def _train(args, mixing) -> int:
     model.save(args.output)
     best = model.meta.get("best_epoch")
     _log.info(f"saved {args.output}" + (f" (best dev epoch {best})" if dev else ""))
+    return 0
+
+
+def _train_auto(args, mixing) -> int:
+    """``--scorer auto``: the hashed and the neural pipeline trained on the same data with
+    their defaults, each model's dev LAS measured by parsing dev from its words alone
+    (tags, lemmas and trees left to the model), the better one saved with the figures
+    in its metadata (``scorer_choice``: each one's dev LAS, UAS and training time);
+    ``--epochs`` applies to both. Without dev data a seeded tenth of the training
+    sentences is held out as dev for both (the saved model is trained on the rest).
+    Without torch, the hashed one, said so."""
+    import os
+    import shutil
+    import tempfile
+    import time
+
+    specific = [name for name, on in (
+        ("--learner", args.learner is not None), ("--order", args.order > 1),
+        ("--parts", bool(args.parts)), ("--learner-option", bool(args.learner_option)),
+        ("--features", args.features is not None), ("--clusters", args.clusters),
+        ("--lexicon", args.lexicon), ("--scheduler", mixing is not None),
+        ("--hash-bits", args.hash_bits is not None), ("--jackknife", args.jackknife),
+        ("--parser-tags", args.parser_tags), ("--embeddings", args.embeddings),
+        ("--encoder", args.encoder), ("--scorer-option", bool(args.scorer_option)),
+        ("--decoder", args.decoder is not None),
+        ("--checkpoint", args.checkpoint is not None), ("--resume", args.resume is not None),
+        *((f"--{k.replace('_', '-')}", getattr(args, k) is not None)
+          for k in HIGHER_ORDER_KEYS)) if on]
+    if specific:
+        raise ArborealError(f"{', '.join(specific)}: options of one scorer; --scorer auto "
+                            "compares each scorer with its defaults (name the scorer to set "
+                            "them)")
+    _check_outputs(args)
+    try:
+        from arboreal.neural.scorer import require_torch
+
+        require_torch()
+    except ArborealError:
+        _log.warning("--scorer auto: torch is not installed, so the hashed scorer alone "
+                     "(pip install 'arboreal[neural]' to compare the neural one with it)")
+        return _train(argparse.Namespace(**{**vars(args), "scorer": "hashed"}), mixing)
+    from arboreal.io.conllu import read_conllu
+    from arboreal.models import Parser
+    from arboreal.models.pipeline import scores_from_words
+
+    folder = tempfile.mkdtemp(prefix=".arboreal-auto-",
+                              dir=os.path.dirname(os.path.abspath(args.output)))
+    try:
+        on = "dev, from its words"
+        if args.dev:
+            check_treebank(args.dev)
+            dev = read_conllu(args.dev)
+        else:
+            # a seeded tenth of the training sentences stands in for dev: both pipelines
+            # train on the rest and choose their epochs on it
+            from arboreal.io.conllu import write_conllu
+            from arboreal.learn.trainer import held_out_split
+
+            check_treebank(args.train)
+            train = read_conllu(args.train)
+            if len(train) < 20:
+                raise ArborealError("--scorer auto without --dev holds out a tenth of the "
+                                    "training sentences to choose on: give --dev, or at "
+                                    "least 20 training sentences")
+            held, rest = held_out_split(len(train), args.seed)
+            dev = [train[i] for i in held]
+            args = argparse.Namespace(**{**vars(args),
+                                         "train": os.path.join(folder, "train.conllu"),
+                                         "dev": os.path.join(folder, "held-out.conllu")})
+            write_conllu([train[i] for i in rest], args.train)
+            write_conllu(dev, args.dev)
+            on = ("a held-out tenth of the training sentences, from its words (the model "
+                  "is trained on the other nine tenths)")
+        scores = {}
+        for kind in ("hashed", "neural"):
+            if not args.quiet:
+                _log.info("--scorer auto: training the %s pipeline", kind)
+            path = os.path.join(folder, f"{kind}.npz")
+            start = time.perf_counter()
+            _train(argparse.Namespace(**{**vars(args), "scorer": kind, "output": path}), None)
+            seconds = time.perf_counter() - start
+            model = Parser.load(path)
+            uas, las = scores_from_words(model, dev)
+            scores[kind] = {"dev_las": round(las, 2), "dev_uas": round(uas, 2),
+                            "training_seconds": round(seconds, 1)}
+            if "tagger_choice" in model.meta:
+                scores[kind]["tagger_choice"] = model.meta["tagger_choice"]
+        best = max(scores, key=lambda k: (scores[k]["dev_las"], k == "hashed"))
+        model = Parser.load(os.path.join(folder, f"{best}.npz"))
+        model.meta["scorer_choice"] = {"chosen": best, "on": on, **scores}
+        model.save(args.output)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    _log.info("--scorer auto: dev LAS " + ", ".join(f"{k} {v['dev_las']:.2f}"
+                                                 for k, v in scores.items())
+              + f": saved {args.output} with the {best} scorer")
     return 0
 
 
@@ -527,9 +643,11 @@ def _reporting(args, epochs: int):
     return progress, log
 
 
-def _train_neural(args) -> int:
-    """``arboreal train --scorer neural``: the tokenizer, then the joint neural tagger and
-    parser (:mod:`arboreal.models.neural`)."""
+def _train_by_recipe(args) -> int:
+    """``arboreal train --scorer neural`` (the tokenizer, then the joint neural tagger and
+    parser: :mod:`arboreal.models.neural`) and ``--scorer KIND`` for a registered scorer
+    (the tokenizer, the linear tagger unless its recipe tags by itself, then its
+    recipe's training with ``--scorer-option`` as its options)."""
     from arboreal.io.conllu import read_conllu
     from arboreal.learn.trainer import TrainingInterrupted
     from arboreal.models import Parser
@@ -546,12 +664,18 @@ def _train_neural(args) -> int:
     dev = read_conllu(args.dev) if args.dev else None
     for warning in training_data_warnings(train, single_root=not args.multi_root):
         _log.warning("%s: %s", args.train, warning)
-    options = dict(args.scorer_option)
-    if args.epochs is not None:
-        options["epochs"] = args.epochs
-    from arboreal.models.neural import neural_options
+    from arboreal.models.training import needs_tagger
 
-    total = neural_options(options)[1]["epochs"]      # checks the options by name
+    neural = args.scorer == "neural"
+    options = dict(args.scorer_option)
+    if neural:
+        if args.epochs is not None:
+            options["epochs"] = args.epochs
+        from arboreal.models.neural import neural_options
+
+        total = neural_options(options)[1]["epochs"]      # checks the options by name
+    else:
+        total = args.epochs or "?"
     checkpoint = _checkpoint(args)   # once the options are known to be right
 
     def bar(order, epoch):
@@ -568,7 +692,11 @@ def _train_neural(args) -> int:
         if losses:
             line += ", loss " + " ".join(losses)
         if record.dev:
-            line += f", dev LAS {record.dev['las']:.2f} UAS {record.dev['uas']:.2f}"
+            if "las" in record.dev:
+                line += f", dev LAS {record.dev['las']:.2f} UAS {record.dev['uas']:.2f}"
+            else:
+                line += ", dev " + " ".join(f"{k} {v:.2f}" for k, v in record.dev.items()
+                                            if isinstance(v, (int, float)))
             if "upos" in record.dev:
                 line += f" UPOS {record.dev['upos']:.2f}"
             if record.best:
@@ -576,18 +704,27 @@ def _train_neural(args) -> int:
         _log.info("%s", line)
 
     def train_parser(train_sentences, dev_sentences):
-        return Parser.train(train_sentences, dev_sentences, scorer="neural",
+        given = dict(embeddings=args.embeddings, order=args.order, encoder=args.encoder,
+                     max_seconds=args.max_time, device=args.device) if neural else \
+            dict(epochs=args.epochs)
+        return Parser.train(train_sentences, dev_sentences, scorer=args.scorer,
                             decoder=args.decoder, single_root=not args.multi_root,
-                            seed=args.seed, embeddings=args.embeddings, order=args.order,
-                            encoder=args.encoder, scorer_options=options, max_seconds=args.max_time,
-                            device=args.device, patience=args.patience,
+                            seed=args.seed, scorer_options=options, patience=args.patience,
                             progress=progress, log=log,
-                            checkpoint=None if checkpoint is None else checkpoint.parser())
+                            checkpoint=None if checkpoint is None else checkpoint.parser(),
+                            **given)
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
-            model = train_pipeline(train, dev, train_parser, tagger=False,
+            from arboreal.models.pipeline import JACKKNIFE_FOLDS
+            from arboreal.models.tagger import DEFAULT_EPOCHS
+
+            model = train_pipeline(train, dev, train_parser,
+                                   tagger=(False if args.no_tagger else
+                                           "choose" if neural else needs_tagger(args.scorer)),
+                                   folds=args.jackknife or JACKKNIFE_FOLDS,
+                                   tagger_epochs=args.tagger_epochs or DEFAULT_EPOCHS,
                                    tokenizer=not args.no_tokenizer, seed=args.seed,
                                    log=None if args.quiet else _log.info,
                                    checkpoint=checkpoint)

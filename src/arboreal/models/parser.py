@@ -26,7 +26,7 @@ from arboreal.models.pipeline import (PIPELINE_SECTIONS, PipelineMixin, attach_p
                                        complete_tags, put_pipeline)
 from arboreal.io.model_file import (MetaFields, put_weights,
                                            save_model_file)
-from arboreal.scorers import SCORERS, scorer_class
+from arboreal.scorers import scorer_class, scorer_kinds
 from arboreal.scorers.hashed import SECTIONS as HASHED_SECTIONS
 #: the metadata sections every scorer may write (not the parser's own)
 SCORER_SECTIONS = (*HASHED_SECTIONS, "neural")
@@ -67,20 +67,6 @@ def _with_columns(original, tagged):
 
     return replace(original, **{c: getattr(tagged, c) for c in
                                 ("upos", "xpos", "feats", "lemmas")})
-
-
-def _is_projective(heads: np.ndarray) -> bool:
-    n = len(heads) - 1
-    for m in range(1, n + 1):
-        h = heads[m]
-        lo, hi = min(h, m), max(h, m)
-        for x in range(lo + 1, hi):
-            a = x
-            while a > 0 and a != h:
-                a = heads[a]
-            if a != h:
-                return False
-    return True
 
 
 class Parser(PipelineMixin):
@@ -400,7 +386,7 @@ class Parser(PipelineMixin):
         fields = MetaFields(path, meta)
         decoder = fields.choice("decoder", family_names())
         single_root = fields.bool("single_root")
-        kind = fields.choice("scorer", tuple(SCORERS), default="hashed")
+        kind = fields.choice("scorer", scorer_kinds(), default="hashed")
         if fields.has("calibration"):
             cal = fields.section("calibration")
             for key in ("arc_temperature", "label_temperature"):

@@ -17,6 +17,10 @@ trust predicted ones; both copies beat the jackknifed tags alone
 ``_`` throughout a sentence are predicted by the model's tagger (all of them with
 ``retag``); a model without a tagger refuses a sentence without UPOS rather than
 parse it badly.
+
+A parser whose scorer tags by itself (the neural scorer's joint classifiers) is trained
+with ``tagger="choose"``: the linear tagger is trained beside it, and with dev data
+the one whose tags score higher on dev (:func:`choose_tagger`) tags at parse time.
 """
 from __future__ import annotations
 
@@ -120,7 +124,7 @@ def jackknife(sentences: Sequence, folds: int = JACKKNIFE_FOLDS,
 
 
 def train_pipeline(train: list, dev: list | None, train_parser: Callable[[list, list | None], object],
-                   tagger: bool = True, tokenizer: bool = True, folds: int = JACKKNIFE_FOLDS,
+                   tagger: bool | str = True, tokenizer: bool = True, folds: int = JACKKNIFE_FOLDS,
                    tagger_epochs: int = DEFAULT_EPOCHS, seed: int = 0,
                    log: Callable[[str], None] | None = None, parser_reads_tags: bool = True,
                    clusters=None, parser_tags: str = DEFAULT_PARSER_TAGS, checkpoint=None):
@@ -130,6 +134,9 @@ def train_pipeline(train: list, dev: list | None, train_parser: Callable[[list, 
     tagged by the final tagger, as at parse time; ``parser_tags="both"``: the training
     sentences with jackknifed tags and again with their own, see :data:`PARSER_TAGS`);
     the returned parser carries the tokenizer and the tagger. ``tagger=False``: the parser on the given tags.
+    ``tagger="choose"`` (a parser that tags by itself): the parser on the given tags and
+    the linear tagger beside it, kept where its tags beat the parser's own on ``dev``
+    (:func:`choose_tagger`; without dev the parser's own).
     ``parser_reads_tags=False`` (a parser of forms only): no jackknifing, the tagger only
     tags the output. ``clusters``: word clusters for the tagger's features (every
     jackknifing tagger's too). ``checkpoint``: a
@@ -170,6 +177,16 @@ def _tagger_and_parser(train, dev, train_parser, tagger, folds, tagger_epochs, s
                        parser_reads_tags=True, clusters=None, parser_tags=DEFAULT_PARSER_TAGS,
                        stages=None):
     stages = stages or _Stages(None)
+    if tagger == "choose":
+        linear = None
+        if dev and has_column(train, "upos"):
+            linear = stages.tagger(lambda: Tagger.train(train, dev, epochs=tagger_epochs,
+                                                        seed=seed, log=log,
+                                                        clusters=clusters), clusters)
+        model = train_parser(train, dev)
+        if linear is not None:
+            model.tagger = choose_tagger(model, linear, dev, log)
+        return model
     if not tagger:
         return train_parser(train, dev)
     if not has_column(train, "upos"):
@@ -204,6 +221,66 @@ def _tagger_and_parser(train, dev, train_parser, tagger, folds, tagger_epochs, s
     model.tagger = final
     final.meta["jackknife_folds"] = folds
     return model
+
+
+def tagging_accuracy(predicted: Sequence, gold: Sequence, columns: Sequence[str]) -> dict:
+    """column -> percentage of the words of ``gold`` whose value in ``predicted`` (the
+    same sentences, tagged) is gold's. O(words x columns)."""
+    import numpy as np
+
+    out = {}
+    words = max(sum(len(s) for s in gold), 1)
+    for c in columns:
+        right = sum(int(np.sum(getattr(p, c)[1:] == getattr(g, c)[1:]))
+                    for p, g in zip(predicted, gold))
+        out[c] = 100.0 * right / words
+    return out
+
+
+def choose_tagger(model, linear: Tagger, dev: Sequence, log: Callable | None = None):
+    """``linear`` where its tags beat the tags of ``model``'s own scorer on ``dev`` (the
+    mean accuracy over the tag columns dev annotates, each predicted from dev's words
+    alone; a column a side does not predict counts 0 for it), else None (the scorer
+    tags). The figures go to ``model.meta["tagger_choice"]``. O(dev words)."""
+    columns = [c for c in TAG_COLUMNS if has_column(dev, c)]
+    if not columns:
+        return None
+    blank = words_only(dev)
+    own = model._filled_tags(blank, retag=True) if model.scorer.tag_columns else blank
+    scores = {"scorer": tagging_accuracy(own, dev, columns),
+              "linear": tagging_accuracy(linear.tag(blank), dev, columns)}
+    mean = {k: sum(v.values()) / len(v) for k, v in scores.items()}
+    chosen = "linear" if mean["linear"] > mean["scorer"] else "scorer"
+    model.meta["tagger_choice"] = {"chosen": chosen, "on": "dev", "columns": columns,
+                                   **{k: {c: round(x, 2) for c, x in v.items()}
+                                      for k, v in scores.items()}}
+    if log is not None:
+        log(f"tagger: the {chosen} tags, dev accuracy " + ", ".join(
+            f"{k} {mean[k]:.2f}" for k in ("scorer", "linear")) + " (mean over "
+            + ", ".join(columns) + ")")
+    return linear if chosen == "linear" else None
+
+
+def words_only(sentences: Sequence) -> list:
+    """Copies of ``sentences`` with every tag column (UPOS, XPOS, FEATS, lemmas) ``_``:
+    what a model gets from tokenized text. O(words)."""
+    import numpy as np
+
+    def blank(column):
+        out = np.array(column, dtype=object)
+        out[1:] = "_"
+        return out
+
+    return [replace(s, **{c: blank(getattr(s, c)) for c in TAG_COLUMNS}) for s in sentences]
+
+
+def scores_from_words(model, gold: Sequence) -> tuple[float, float]:
+    """(UAS, LAS) of ``model`` on ``gold`` parsed from its words alone
+    (:func:`words_only`: its tagger, or its scorer's own tags, fill the tag columns)."""
+    from arboreal.models.parser import attachment_scores
+
+    parsed = model.parse(words_only(gold))
+    return attachment_scores(list(gold), [p.heads for p in parsed], [p.deprels for p in parsed])
 
 
 class _Stages:

@@ -46,7 +46,8 @@ from arboreal.models.higher_order import (GRAND_SCOPES, HEAD_LIMITS, HELD_OUT,
                                           parse_parts)
 from arboreal.scorers.labeler import (TRAIN_TABLE_ENTRIES, Labeler, LabelingData, fitting_bits,
                                      label_templates)
-from arboreal.models.parser import _is_projective, attachment_scores
+from arboreal.models.parser import attachment_scores
+from arboreal.trees.properties import is_projective
 from arboreal.scorers.hashed import HashedScorer
 
 #: --decoder auto: train non-projectively, choose the decoder with the epoch on dev
@@ -58,7 +59,8 @@ def decoder_names() -> tuple[str, ...]:
     return (*family_names(), AUTO)
 #: training epochs of a learner that names no default of its own
 DEFAULT_EPOCHS = 10
-SCORERS = ("hashed", "neural")
+#: the scorer kinds whose recipes are arboreal's own (others: :data:`arboreal.scorers.RECIPES`)
+BUILT_IN_SCORERS = ("hashed", "neural")
 #: the options of higher-order models (named options of :class:`TrainingConfig` and of
 #: ``arboreal train``; once ``--learner-option`` keys)
 HIGHER_ORDER_OPTIONS = ("pruner_epochs", "max_heads", "threshold", "prune_temperature",
@@ -194,8 +196,9 @@ class TrainingConfig:
         def bad(message: str) -> None:
             raise ArborealError(message)
 
-        if self.scorer not in SCORERS:
-            bad(f"unknown scorer {self.scorer!r}; choose from {', '.join(SCORERS)}")
+        scorers = trainable_scorers()
+        if self.scorer not in scorers:
+            bad(f"unknown scorer {self.scorer!r}; choose from {', '.join(scorers)}")
         if self.decoder not in decoder_names():
             bad(f"unknown decoder {self.decoder!r}; choose from {', '.join(decoder_names())}")
         if self.epochs is not None and self.epochs < 1:
@@ -203,6 +206,14 @@ class TrainingConfig:
         if self.patience is not None and self.patience < 1:
             bad("patience must be at least 1 epoch")
         given = set(self.given())
+        if self.scorer not in BUILT_IN_SCORERS:
+            other = sorted(given & (set(HASHED_ONLY) | set(NEURAL_ONLY)) - {"scorer_options"})
+            if other or mixing:
+                bad(f"the {self.scorer} scorer takes its options as scorer_options "
+                    "(--scorer-option KEY=VALUE)"
+                    + (f"; {', '.join(other)} do not apply" if other else
+                       "; --scheduler does not apply"))
+            return
         if self.scorer == "neural":
             linear = sorted(given & set(HASHED_ONLY) - {"order"})
             if linear or mixing:
@@ -287,29 +298,97 @@ def train_parser(cls, train_sentences: list, dev: list | None, config: TrainingC
     if saved is not None and saved.get("config") != _identity(config):
         raise ArborealError("the checkpoint was saved by a training with other options; "
                             "resume it with the same options")
-    if config.scorer == "neural":
-        from arboreal.models.neural import train_neural
+    run = TrainingRun(progress, log, mixing, clusters, lexicon, checkpoint, saved)
+    return recipe_of(config.scorer)(cls, train_sentences, dev, config, run)
 
-        options = dict(config.scorer_options)
-        if config.patience is not None:
-            options["patience"] = config.patience
-        if config.epochs is not None:
-            options["epochs"] = config.epochs
-        save = None
-        if checkpoint is not None:
-            def save(state: dict) -> None:
-                checkpoint.save({"config": _identity(config), "run": 0, "done": [],
+
+@dataclass
+class TrainingRun:
+    """What a training is given besides its options (the objects of ``Parser.train``):
+    ``progress`` and ``log`` (reporting), ``mixing``, ``clusters`` and ``lexicon`` (the
+    linear scorer's), ``checkpoint`` (a ParserCheckpoint or None) and ``saved`` (its
+    state to resume from, or None)."""
+
+    progress: Callable | None = None
+    log: Callable | None = None
+    mixing: Callable | None = None
+    clusters: object = None
+    lexicon: object = None
+    checkpoint: object = None
+    saved: dict | None = None
+
+
+def trainable_scorers() -> tuple[str, ...]:
+    """The scorer kinds that have a recipe: the built-in two, then those registered with
+    one (:func:`arboreal.scorers.register_scorer`, plugins included)."""
+    from arboreal.scorers import RECIPES, load_plugins
+
+    load_plugins()
+    return BUILT_IN_SCORERS + tuple(k for k in RECIPES if k not in BUILT_IN_SCORERS)
+
+
+def recipe_of(kind: str) -> Callable:
+    """The training recipe of scorer ``kind``: ``recipe(cls, train, dev, config, run)
+    -> Parser`` (:data:`arboreal.scorers.RECIPES`)."""
+    if kind == "hashed":
+        return train_linear
+    if kind == "neural":
+        return train_neural_recipe
+    from arboreal.scorers import RECIPES, load_plugins
+
+    load_plugins()
+    recipe = RECIPES.get(kind)
+    if recipe is None:
+        raise ArborealError(f"scorer {kind!r} has no training recipe; choose from "
+                            f"{', '.join(trainable_scorers())}")
+    if isinstance(recipe, str):
+        import importlib
+
+        module, name = recipe.split(":")
+        recipe = getattr(importlib.import_module(module), name)
+    return recipe
+
+
+def needs_tagger(kind: str) -> bool:
+    """Whether ``arboreal train --scorer KIND`` trains the linear tagger in front of the
+    parser (False for a recipe that tags by itself: the neural one)."""
+    if kind in BUILT_IN_SCORERS:
+        return kind == "hashed"
+    return bool(getattr(recipe_of(kind), "needs_tagger", True))
+
+
+def train_linear(cls, train_sentences: list, dev: list | None, config: TrainingConfig,
+                 run: TrainingRun):
+    """The recipe of the linear (hashed-feature) scorer: :class:`_LinearTraining`."""
+    return _LinearTraining(cls, train_sentences, dev, config, run.progress, run.log,
+                           run.mixing, run.clusters, run.lexicon, run.checkpoint,
+                           run.saved).run()
+
+
+def train_neural_recipe(cls, train_sentences: list, dev: list | None, config: TrainingConfig,
+                        run: TrainingRun):
+    """The recipe of the neural scorer: :func:`arboreal.models.neural.train_neural` with
+    the config's options (epochs and patience among the scorer's options)."""
+    from arboreal.models.neural import train_neural
+
+    options = dict(config.scorer_options)
+    if config.patience is not None:
+        options["patience"] = config.patience
+    if config.epochs is not None:
+        options["epochs"] = config.epochs
+    save = None
+    if run.checkpoint is not None:
+        def save(state: dict) -> None:
+            run.checkpoint.save({"config": _identity(config), "run": 0, "done": [],
                                  "trainer": state})
-        decoder = config.decoder
-        if decoder == AUTO:
-            decoder = (ProjectiveTrees if config.order > 1 else NonProjectiveTrees).name
-        return train_neural(cls, train_sentences, dev, decoder,
-                            config.single_root, config.seed, config.embeddings, options,
-                            config.max_seconds, device=config.device, progress=progress,
-                            log=log, resume=None if saved is None else saved["trainer"],
-                            save=save, encoder=config.encoder, order=config.order)
-    return _LinearTraining(cls, train_sentences, dev, config, progress, log, mixing, clusters,
-                           lexicon, checkpoint, saved).run()
+    decoder = config.decoder
+    if decoder == AUTO:
+        decoder = (ProjectiveTrees if config.order > 1 else NonProjectiveTrees).name
+    return train_neural(cls, train_sentences, dev, decoder, config.single_root, config.seed,
+                        config.embeddings, options, config.max_seconds, device=config.device,
+                        progress=run.progress, log=run.log,
+                        resume=None if run.saved is None else run.saved["trainer"],
+                        save=save, encoder=config.encoder, order=config.order)
 
 
 class _LinearTraining:
@@ -362,7 +441,7 @@ class _LinearTraining:
         parser._set_weights(weights)
         chosen = self.train_decoder
         if config.decoder == AUTO:
-            chosen = decoder or (ProjectiveTrees.name if all(_is_projective(h) for h in heads)
+            chosen = decoder or (ProjectiveTrees.name if all(is_projective(h) for h in heads)
                                  else NonProjectiveTrees.name)
         parser.decoder = chosen
         calibration = {"data": None}   # probabilities at temperature 1: uncalibrated

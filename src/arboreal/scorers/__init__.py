@@ -5,8 +5,10 @@ A scorer owns its parameters and turns sentences into scores in the one conventi
 (``scores[h, m]``, head 0 the root); a :class:`~arboreal.inference.structure.TreeStructure`
 turns scores into trees, marginals or log Z; a learner (:mod:`arboreal.learn`) turns
 scores and gold trees into updates of the scorer. The parser (:class:`arboreal.models.Parser`)
-only wires them together, so a new kind of scorer is one module here plus its entry
-in :data:`SCORERS`.
+only wires them together, so a new kind of scorer is one module plus its entry in
+:data:`SCORERS` (:func:`register_scorer`, with its training recipe in :data:`RECIPES`);
+a module outside arboreal is found through ``$ARBOREAL_PLUGINS`` or the
+``arboreal.scorers`` entry points (:func:`load_plugins`).
 
 The role (duck-typed; :class:`Scorer` documents it):
 
@@ -70,15 +72,82 @@ class Scorer(Protocol):
     def put(self, meta: dict, arrays: dict) -> None: ...
 
 
-def register_scorer(kind: str, cls) -> None:
+#: kind -> its training recipe, for scorers registered from outside arboreal (the
+#: built-in kinds' recipes are :mod:`arboreal.models.training`'s): a callable
+#: ``recipe(parser_class, train, dev, config, run) -> Parser`` (config a
+#: :class:`~arboreal.models.training.TrainingConfig`, run its
+#: :class:`~arboreal.models.training.TrainingRun`), or its ``"module:function"`` path. A
+#: recipe whose ``needs_tagger`` attribute is False tags by itself; otherwise
+#: ``arboreal train`` trains the linear tagger in front of it, as for the hashed scorer.
+RECIPES: dict = {}
+#: the environment variable naming plugin modules (comma-separated module names or
+#: paths of .py files) that :func:`load_plugins` imports
+PLUGINS_VARIABLE = "ARBOREAL_PLUGINS"
+#: the entry-point group of installed packages that register scorers when imported
+ENTRY_POINT_GROUP = "arboreal.scorers"
+_PLUGINS_LOADED = False
+
+
+def register_scorer(kind: str, cls, recipe=None) -> None:
     """Make model files whose ``scorer`` is ``kind`` load with ``cls`` (a class, or its
     ``"module:Class"`` path), so that a scorer defined outside arboreal is one module:
-    it registers itself when imported."""
+    it registers itself when imported. ``recipe`` (see :data:`RECIPES`) makes
+    ``arboreal train --scorer KIND`` and ``Parser.train(scorer=KIND)`` train it."""
     SCORERS[kind] = cls if isinstance(cls, str) else f"{cls.__module__}:{cls.__qualname__}"
+    if recipe is not None:
+        RECIPES[kind] = recipe
+
+
+def load_plugins() -> None:
+    """Import, once, the modules named in ``$ARBOREAL_PLUGINS`` and the entry points of
+    the ``arboreal.scorers`` group (each registers its scorers when imported);
+    ArborealError naming a plugin that cannot be imported."""
+    global _PLUGINS_LOADED
+    if _PLUGINS_LOADED:
+        return
+    _PLUGINS_LOADED = True
+    import os
+
+    from arboreal.errors import ArborealError
+
+    for name in filter(None, (n.strip() for n in
+                              os.environ.get(PLUGINS_VARIABLE, "").split(","))):
+        try:
+            if name.endswith(".py"):
+                import importlib.util
+                import sys
+
+                stem = os.path.splitext(os.path.basename(name))[0]
+                spec = importlib.util.spec_from_file_location(stem, name)
+                if spec is None or not os.path.isfile(name):
+                    raise ImportError(f"no such file {name}")
+                module = importlib.util.module_from_spec(spec)
+                sys.modules.setdefault(stem, module)
+                spec.loader.exec_module(module)
+            else:
+                importlib.import_module(name)
+        except Exception as exc:       # a plugin's own error, reported as one line
+            raise ArborealError(f"{PLUGINS_VARIABLE}: cannot import {name}: {exc}") from None
+    from importlib.metadata import entry_points
+
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        try:
+            point.load()
+        except Exception as exc:
+            raise ArborealError(f"entry point {point.name} ({point.value}) of "
+                                f"{ENTRY_POINT_GROUP}: {exc}") from None
+
+
+def scorer_kinds() -> tuple[str, ...]:
+    """The registered scorer kinds, plugins included (:func:`load_plugins`)."""
+    load_plugins()
+    return tuple(SCORERS)
 
 
 def scorer_class(kind: str):
     """The class of scorer ``kind`` (ValueError naming the kinds otherwise)."""
+    if kind not in SCORERS:
+        load_plugins()
     if kind not in SCORERS:
         raise ValueError(f"unknown scorer {kind!r}; choose from {', '.join(SCORERS)}")
     module, name = SCORERS[kind].split(":")

@@ -79,6 +79,22 @@ def write_section(name: str, title: str, command: str, body: str,
     os.replace(tmp, target)
 
 
+def utc_now() -> str:
+    """The time now, as the sections' run lines give it (``2026-12-03 07:40 UTC``)."""
+    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+
+
+def report_tables(preamble: str, tables: list[str], section: str, title: str, script: str,
+                  argv: list[str], note: str = "", write: bool = True) -> None:
+    """Print ``preamble`` (with ``note`` appended) and ``tables``, and with ``write`` put
+    them in section ``section`` of docs/benchmarks.md under the command line of
+    ``script``."""
+    text = "\n".join([preamble + (f" {note}" if note else ""), "", *tables])
+    print(text)
+    if write:
+        write_section(section, title, command_line(script, argv, note), text)
+
+
 def memory_probe(repeats: int = 3) -> float:
     """Seconds (fastest of ``repeats``) for a fixed memory-bound workload: 2**24 random
     float32 gathers from a 2**23-entry (32 MB) table, the access pattern of feature

@@ -10,7 +10,6 @@ inside-outside), each then parsing the test split from raw text and from gold to
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
 import sys
 from pathlib import Path
@@ -18,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _report import command_line, write_section  # noqa: E402
+from _report import report_tables, utc_now  # noqa: E402
 from neural import training_summary  # noqa: E402
 from pipeline import METRICS, run_treebank  # noqa: E402
 
@@ -66,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--section", default="neural_order2")
     ap.add_argument("--note", default="")
     args = ap.parse_args(argv)
-    started = _now()
+    started = utc_now()
     results: dict = {}
     for treebank in args.treebanks:
         results[treebank] = {}
@@ -81,24 +80,15 @@ def main(argv: list[str] | None = None) -> int:
                                                 "gold LAS": r["arboreal_gold_tok"]["LAS"]}}}),
                   flush=True)
     argv = argv if argv is not None else sys.argv[1:]
-    body = [f"Run {started} to {_now()}. "
-            "UD 2.x splits of ../shared/data/ud; every word counted (punctuation included); "
-            "LAS on the universal part of DEPREL. Both orders train with the same seed and "
-            "every other option at its default (40 epochs, patience 8 on dev LAS; order 2: "
-            "`--decoder eisner`, sibling and grandparent scorers of 100 units)."
-            + (f" {args.note}" if args.note else ""), ""]
-    for treebank, r in results.items():
-        body.append(table(treebank, r))
-    text = "\n".join(body)
-    print(text)
-    if not args.no_write:
-        write_section(args.section, "Second-order neural parts beside first order",
-                      command_line("neural_order2.py", argv, args.note), text)
+    report_tables(f"Run {started} to {utc_now()}. UD 2.x splits of ../shared/data/ud; every "
+                  "word counted (punctuation included); LAS on the universal part of DEPREL. "
+                  "Both orders train with the same seed and every other option at its "
+                  "default (40 epochs, patience 8 on dev LAS; order 2: `--decoder eisner`, "
+                  "sibling and grandparent scorers of 100 units).",
+                  [table(tb, r) for tb, r in results.items()], args.section,
+                  "Second-order neural parts beside first order", "neural_order2.py", argv,
+                  args.note, not args.no_write)
     return 0
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
 if __name__ == "__main__":

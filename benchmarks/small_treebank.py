@@ -12,7 +12,6 @@ applied to the two models.
 from __future__ import annotations
 
 import argparse
-import datetime as _dt
 import json
 import sys
 from pathlib import Path
@@ -20,7 +19,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from _report import command_line, write_section  # noqa: E402
+from _report import report_tables, utc_now  # noqa: E402
 from neural import training_summary  # noqa: E402
 from pipeline import METRICS, run_treebank, split_path  # noqa: E402
 
@@ -97,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--section", default="small_treebank")
     ap.add_argument("--note", default="")
     args = ap.parse_args(argv)
-    started = _now()
+    started = utc_now()
     path = args.work_dir / "results.json"
     results: dict = json.loads(path.read_text()) if args.from_results else {}
     for treebank in ([] if args.from_results else args.treebanks):
@@ -111,31 +110,22 @@ def main(argv: list[str] | None = None) -> int:
                                                 "train min": r["train"]["wall"] / 60}}}),
                   flush=True)
         results[treebank]["choice"] = dev_choice(treebank, args.work_dir)
-        results[treebank]["run"] = {"started": started, "ended": _now()}
+        results[treebank]["run"] = {"started": started, "ended": utc_now()}
         args.work_dir.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(results, indent=1))
     argv = argv if argv is not None else sys.argv[1:]
     runs = "; ".join(f"{tb} {r['run']['started']} to {r['run']['ended']}"
                      for tb, r in results.items())
-    body = [f"Runs: {runs}. UD 2.x splits of ../shared/data/ud; every word counted "
-            "(punctuation included); LAS on the universal part of DEPREL. Each pipeline "
-            "with every option at its default (hashed: tokenizer, tagger with 5-fold "
-            "jackknifing, first-order MIRA; neural: tokenizer, BiLSTM-biaffine network with "
-            "its tag classifiers, 40 epochs, patience 8, and the linear tagger beside it, "
-            "kept if its tags score higher on dev)."
-            + (f" {args.note}" if args.note else ""), ""]
-    for treebank, r in results.items():
-        body.append(table(treebank, r))
-    text = "\n".join(body)
-    print(text)
-    if not args.no_write:
-        write_section(args.section, "The two pipelines on a small treebank",
-                      command_line("small_treebank.py", argv, args.note), text)
+    report_tables(f"Runs: {runs}. UD 2.x splits of ../shared/data/ud; every word counted "
+                  "(punctuation included); LAS on the universal part of DEPREL. Each pipeline "
+                  "with every option at its default (hashed: tokenizer, tagger with 5-fold "
+                  "jackknifing, first-order MIRA; neural: tokenizer, BiLSTM-biaffine network "
+                  "with its tag classifiers, 40 epochs, patience 8, and the linear tagger "
+                  "beside it, kept if its tags score higher on dev).",
+                  [table(tb, r) for tb, r in results.items()], args.section,
+                  "The two pipelines on a small treebank", "small_treebank.py", argv,
+                  args.note, not args.no_write)
     return 0
-
-
-def _now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
 
 
 if __name__ == "__main__":

@@ -97,7 +97,7 @@ def test_options_may_come_between_and_after_positional_arguments(files, model, c
     (["train", "T", "-o", "M", "--order", "4"], "argument --order", "choose from 1, 2, 3"),
     (["parse", "M", "--jobs", "0"], "argument --jobs", "must be in 1..256"),
     (["parse", "M", "--input", "txt"], "argument --input",
-     "choose from 'auto', 'conllu', 'tokenized', 'text'"),
+     "choose from 'auto', 'conllu', 'tokenized', 'words', 'text'"),
     (["tag", "M", "--marginals"], "unrecognized arguments: --marginals", ""),
     (["eval", "G"], "the following arguments are required: SYSTEM", ""),
 ])

@@ -118,7 +118,8 @@ def test_output_text_round_trips(tokenizer):
     assert [b.forms.tolist() for b in back] == [s.forms.tolist() for s in sents]
 
 
-def test_multiword_tokens_are_expanded_with_their_casing(tmp_path):
+def _spanish(tmp_path):
+    """A treebank of one Spanish sentence with two multiword tokens (del, al), 30 times."""
     lines = []
     for k in range(30):
         lines += [f"# sent_id = {k}", "# text = Vino del norte al pueblo.",
@@ -134,7 +135,11 @@ def test_multiword_tokens_are_expanded_with_their_casing(tmp_path):
                   "8\t.\t.\tPUNCT\t_\t_\t1\tpunct\t_\t_", ""]
     path = tmp_path / "es.conllu"
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    tok = Tokenizer.train(read_conllu(path), epochs=3)
+    return path
+
+
+def test_multiword_tokens_are_expanded_with_their_casing(tmp_path):
+    tok = Tokenizer.train(read_conllu(_spanish(tmp_path)), epochs=3)
     [s] = list(tok.tokenize(["Del norte vino al pueblo."]))
     assert s.forms[1:].tolist() == ["De", "el", "norte", "vino", "a", "el", "pueblo", "."]
     assert [line.split("\t")[:2] for _, line in s.extra] == [["1-2", "Del"], ["5-6", "al"]]
@@ -144,6 +149,48 @@ def test_multiword_tokens_are_expanded_with_their_casing(tmp_path):
     write_conllu([s], out)
     back = read_conllu(out, allow_missing_heads=True)
     assert back[0].forms.tolist() == s.forms.tolist()
+
+
+def test_tokenized_input_expands_multiword_tokens_and_words_input_does_not(tmp_path):
+    """--input tokenized: each token expanded as in raw text (Spanish *del* -> *de el*,
+    with its range line), through iter_input and through `arboreal parse`; --input words:
+    the tokens are the words; a tokenizer that learned no multiword token changes
+    nothing."""
+    from arboreal.cli import main
+    from arboreal.io.text import iter_input
+
+    treebank = _spanish(tmp_path)
+    given = tmp_path / "in.txt"
+    given.write_text("Del norte vino al pueblo .\nvino el norte\n", encoding="utf-8")
+    tok = Tokenizer.train(read_conllu(treebank), epochs=3)
+    first, second = iter_input(given, "tokenized", tok)
+    assert first.forms[1:].tolist() == ["De", "el", "norte", "vino", "a", "el", "pueblo", "."]
+    assert [line.split("\t")[:2] for _, line in first.extra] == [["1-2", "Del"], ["5-6", "al"]]
+    assert first.comments == ["# sent_id = 1", "# text = Del norte vino al pueblo ."]
+    assert first.line == 1 and second.line == 2
+    assert second.forms[1:].tolist() == ["vino", "el", "norte"] and not second.extra
+    words = list(iter_input(given, "words", tok))
+    assert words[0].forms[1:].tolist() == ["Del", "norte", "vino", "al", "pueblo", "."]
+    assert not words[0].extra
+
+    plain = tmp_path / "plain.conllu"
+    plain.write_text("".join(  # the same words, each its own token
+        ("# text = Vino de el norte a el pueblo." if line.startswith("# text") else line)
+        + "\n" for line in treebank.read_text().splitlines()
+        if "-" not in line.split("\t")[0] or line.startswith("#")), encoding="utf-8")
+    unexpanded = Tokenizer.train(read_conllu(plain), epochs=1)
+    assert [s.forms.tolist() for s in iter_input(given, "tokenized", unexpanded)] == \
+        [s.forms.tolist() for s in words]
+
+    model, out = tmp_path / "es.model", tmp_path / "out.conllu"
+    assert main(["train", str(treebank), "-o", str(model), "--epochs", "1", "--tagger-epochs",
+                 "1", "--hash-bits", "14", "--jackknife", "2", "--quiet"]) == 0
+    for fmt, forms, ranges in (("tokenized", first.forms, 2), ("words", words[0].forms, 0)):
+        assert main(["parse", str(model), str(given), "--input", fmt, "-o", str(out),
+                     "--quiet"]) == 0
+        parsed = read_conllu(out)
+        assert parsed[0].forms.tolist() == forms.tolist() and len(parsed[0].extra) == ranges
+        assert len(parsed) == 2
 
 
 def _treebank(tmp_path, sentences):

@@ -16,7 +16,9 @@ _log = logging.getLogger(__name__)
 INPUT_HELP = ("auto (default): CoNLL-U if the first line that is not a comment starts "
               "with a word ID and a tab, else raw text; conllu: CoNLL-U, tag columns "
               "that are '_' throughout a sentence predicted; tokenized: one sentence per "
-              "line, tokens separated by spaces; text: raw text, paragraphs separated by "
+              "line, tokens separated by spaces (multiword tokens such as 'don't' or "
+              "Spanish 'del' expanded into words by the model's tokenizer, as in raw "
+              "text); words: the same, each token a syntactic word (never expanded); text: raw text, paragraphs separated by "
               "blank lines (tokenized and split into sentences by the model); lines: raw "
               "text, one sentence per line (tokenized by the model, never split)")
 
@@ -153,7 +155,7 @@ def resolve_input(path: str, input_format: str, model, model_path: str | None):
     if input_format == "auto":
         input_format = "conllu" if kind == CONLLU else "text"
         _log.debug("%s: %s input (--input auto)", name, input_format)
-    elif input_format in ("text", "tokenized", "lines") and kind == CONLLU \
+    elif input_format in ("text", "tokenized", "words", "lines") and kind == CONLLU \
             and is_token_line(text):
         raise FormatError(name, line, f"this is CoNLL-U, not {input_format}: give --input "
                           "conllu (or leave --input out: auto tells them apart)")

@@ -158,13 +158,15 @@ def _check_controls(text: str, name: str, number: int) -> None:
 
 
 #: the input formats of ``arboreal parse`` / ``arboreal tag`` (--input)
-INPUT_FORMATS = ("conllu", "tokenized", "text", "lines")
+INPUT_FORMATS = ("conllu", "tokenized", "words", "text", "lines")
 
 
 def iter_input(path_or_file, input_format: str = "conllu", tokenizer=None) -> Iterator[Sentence]:
     """Stream the sentences of a file to be tagged or parsed: ``conllu`` (HEAD may be
     ``_``; trees are not checked since they are about to be replaced), ``tokenized``
-    (:func:`iter_tokenized`) or ``text`` (raw text, paragraphs cut by ``tokenizer``,
+    (:func:`iter_tokenized`, its multiword tokens expanded into words by ``tokenizer``
+    when given: :meth:`~arboreal.models.tokenizer.Tokenizer.expand_tokens`), ``words``
+    (:func:`iter_tokenized`, each token a word) or ``text`` (raw text, paragraphs cut by ``tokenizer``,
     a :class:`~arboreal.models.tokenizer.Tokenizer`) or ``lines`` (raw text, one
     sentence per line)."""
     if input_format in ("text", "lines"):
@@ -177,7 +179,9 @@ def iter_input(path_or_file, input_format: str = "conllu", tokenizer=None) -> It
         from arboreal.io.conllu import iter_conllu
 
         return iter_conllu(path_or_file, allow_missing_heads=True, check_trees=False)
-    if input_format == "tokenized":
+    if input_format == "tokenized" and tokenizer is not None:
+        return tokenizer.expand_tokens(iter_tokenized(path_or_file))
+    if input_format in ("tokenized", "words"):
         return iter_tokenized(path_or_file)
     raise ValueError(f"input format must be one of {', '.join(INPUT_FORMATS)}, "
                      f"not {input_format!r}")

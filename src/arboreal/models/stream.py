@@ -67,8 +67,11 @@ def read_block(model, data: bytes, first_line: int, first_id: int, options: Stre
     if fmt == "conllu":
         return _parse_chunk(data, options.name, first_line, True, "conllu", False)
     try:
-        if fmt == "tokenized":
+        if fmt in ("tokenized", "words"):
             sentences = list(iter_tokenized(io.BytesIO(data), first_id=first_id))
+            tokenizer = getattr(model, "tokenizer", None)
+            if fmt == "tokenized" and tokenizer is not None:
+                sentences = list(tokenizer.expand_tokens(sentences))
         elif fmt == "text":
             sentences = list(model.tokenizer.tokenize(iter_paragraphs(io.BytesIO(data))))
         elif fmt == "lines":
@@ -165,7 +168,7 @@ def _worker_block(task: tuple[bytes, int, int]):
 def _tasks(source, options: StreamOptions) -> Iterator[tuple[bytes, int, int]]:
     from arboreal.io.conllu import iter_blocks
 
-    blank_lines = options.input_format not in ("tokenized", "lines")
+    blank_lines = options.input_format not in ("tokenized", "words", "lines")
     first_id = 1
     block_bytes = BLOCK_BYTES * (CONLLU_BLOCK_FACTOR if options.input_format == "conllu" else 1)
     line_ends_after = TEXT_LINE_BLOCK_FACTOR * block_bytes \
@@ -174,12 +177,13 @@ def _tasks(source, options: StreamOptions) -> Iterator[tuple[bytes, int, int]]:
                                   line_ends_after=line_ends_after,
                                   drop_bom=options.input_format != "conllu"):
         yield data, line, first_id
-        if options.input_format in ("tokenized", "lines"):
+        if options.input_format in ("tokenized", "words", "lines"):
             first_id += sum(1 for row in data.split(b"\n") if row.strip())
 
 
 #: what an input without a single sentence is called, by input format
 _EMPTY = {"conllu": "empty file (no sentences)", "tokenized": "empty input (no tokens)",
+          "words": "empty input (no tokens)",
           "text": "empty input (no text)", "lines": "empty input (no text)"}
 
 

@@ -474,6 +474,30 @@ class Tokenizer:
         if batch:
             yield from flush()
 
+    def expand_tokens(self, sentences: Iterable[Sentence]) -> Iterator[Sentence]:
+        """Sentences of tokenized text (a token per FORM, as
+        :func:`arboreal.io.text.iter_tokenized` reads them) with their multiword tokens
+        expanded into words as in raw text (the training lexicon, the splitter of unseen
+        tokens, the final words split off): range lines in ``extra``, comments and line
+        numbers kept. A sentence with nothing to expand, or with ranges already, is
+        yielded as it is. O(characters)."""
+        expands = bool(self.multiword) or self.split_weights is not None \
+            or bool(self.suffixes)
+        for s in sentences:
+            if not expands or s.extra:
+                yield s
+                continue
+            tokens = s.forms[1:].tolist()
+            lengths = np.array([len(t) for t in tokens])
+            ends = np.cumsum(lengths + 1) - 1          # the tokens joined by one space
+            spans = list(zip((ends - lengths).tolist(), ends.tolist()))
+            out = self._sentence(" ".join(tokens), spans, False, 0)
+            if not out.extra:
+                yield s
+                continue
+            out.comments, out.line = list(s.comments), s.line
+            yield out
+
     def _sentence(self, text: str, spans: list[tuple[int, int]], first: bool,
                   number: int) -> Sentence:
         forms: list[str] = []

@@ -235,6 +235,16 @@ def table(results: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def _udpipe_version() -> str:
+    """The installed ufal.udpipe's version (the peer whose outputs are scored)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("ufal.udpipe")
+    except PackageNotFoundError:
+        return "(not installed here)"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--treebanks", nargs="+", default=DEFAULT_TREEBANKS)
@@ -281,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
             "`# newpar`/`# newdoc`) and from gold tokens with tags, lemmas and trees blanked; "
             "F1 by `arboreal.evaluation_ud` (the CoNLL 2018 shared-task method, equal to "
             "`conll18_ud_eval.py`). Commands run with `NUMBA_NUM_THREADS=1`. "
-            + ("UDPipe 1 columns: `ufal.udpipe` 1.3.1.1 trained on the same files with its "
+            + (f"UDPipe 1 columns: `ufal.udpipe` {_udpipe_version()} trained on the same files with its "
                "defaults (dev as held-out data) by `benchmarks/udpipe_baseline.py`, its outputs "
                "scored here by the same code"
                + (" (added with `--rescore` to arboreal's figures of the previous run, "

@@ -133,19 +133,21 @@ def test_jackknife_tags_each_fold_with_a_tagger_that_did_not_see_it(sample):
 
 
 @pytest.mark.parametrize("parser_tags", ["predicted", "both"])
-def test_the_pipeline_parser_trains_on_the_tags_asked_for(sample, parser_tags):
+def test_the_pipeline_parser_trains_on_the_tags_asked_for(sample, parser_tags, monkeypatch):
     from arboreal.models import Parser
     from arboreal.models.pipeline import train_pipeline
 
     train = sample[0][:120]
     seen = []
+    parser_train = Parser.train
 
-    def train_parser(sentences, dev):
+    def recording_train(sentences, dev, **options):
         seen.extend(sentences)
-        return Parser.train(sentences, None, epochs=1, hash_bits=16)
+        return parser_train(sentences, dev, **options)
 
-    model = train_pipeline(train, None, train_parser, tokenizer=False, folds=3, tagger_epochs=2,
-                           parser_tags=parser_tags)
+    monkeypatch.setattr(Parser, "train", recording_train)
+    model = train_pipeline(train, None, {"epochs": 1, "hash_bits": 16}, tokenizer=False,
+                           folds=3, tagger_epochs=2, parser_tags=parser_tags)
     jackknifed = seen[:len(train)]
     # the first copy: tags of fold taggers (some differ from the treebank's), same trees
     assert any((a.upos != b.upos).any() for a, b in zip(jackknifed, train))
@@ -162,7 +164,7 @@ def test_the_pipeline_refuses_unknown_parser_tags(sample):
     from arboreal.models.pipeline import train_pipeline
 
     with pytest.raises(ArborealError, match="parser tags must be one of predicted, both"):
-        train_pipeline(sample[0][:60], None, lambda s, d: None, tokenizer=False,
+        train_pipeline(sample[0][:60], None, {}, tokenizer=False,
                        parser_tags="gold")
 
 

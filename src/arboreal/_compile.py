@@ -131,7 +131,6 @@ def warmup(model_paths=(), log=None) -> None:
 
     from arboreal.io.conllu import read_conllu
     import arboreal
-    from arboreal.models import Parser
     from arboreal.models.pipeline import train_pipeline
 
     say = log or (lambda line: None)
@@ -143,8 +142,7 @@ def warmup(model_paths=(), log=None) -> None:
         for decoder in ("eisner", "cle"):
             say(f"warmup: training a tiny {decoder} pipeline")
             models.append(train_pipeline(
-                bank, bank[:4], lambda tr, dv: Parser.train(tr, dv, decoder=decoder, epochs=1,
-                                                            hash_bits=16),
+                bank, bank[:4], {"decoder": decoder, "epochs": 1, "hash_bits": 16},
                 folds=2, tagger_epochs=1))
     for model in models:
         say("warmup: parsing")

@@ -384,27 +384,9 @@ def _train(args, mixing) -> int:
 
         lexicon = Lexicon.load(args.lexicon)
 
-    def train_parser(train_sentences, dev_sentences):
-        from arboreal.models import Parser
-
-        with warnings.catch_warnings():   # summed up in one line below instead
-            warnings.filterwarnings("ignore", message=r".*memory budget")
-            model = Parser.train(train_sentences, dev_sentences, config, progress=progress,
-                                 log=log, mixing=mixing, clusters=clusters, lexicon=lexicon,
-                                 checkpoint=None if checkpoint is None else checkpoint.parser())
-        pruning = model.meta["training"].get("higher_order", {})
-        for what, choice in (("pruning", pruning.get("temperature_choice")),
-                             ("pruning for parsing", pruning.get("parse_choice"))):
-            if choice:
-                _log.info(f"{what}: temperature {choice['temperature']:g}, at most "
-                          f"{choice['max_heads']} heads per word, keeps "
-                          f"{100 * choice['gold_heads_kept']:.2f}% of the {choice['on']} gold "
-                          f"heads (target {100 * choice['target']:.2f}%), "
-                          f"{choice['kept_heads_per_word']:.2f} candidate heads per word")
-        if model.train_skipped:
-            _log.warning("%d training sentence(s) too long for the order-%d memory budget "
-                         "were trained at first order only", model.train_skipped, model.order)
-        return model
+    parser_options = dict(config=config, progress=progress, log=log, mixing=mixing,
+                          clusters=clusters, lexicon=lexicon,
+                          checkpoint=None if checkpoint is None else checkpoint.parser())
 
     from arboreal._compile import notice_if_compiling
     from arboreal.features import FeatureSet
@@ -415,7 +397,9 @@ def _train(args, mixing) -> int:
     notice_if_compiling(args.quiet, what="training and parsing")
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        model = train_pipeline(train, dev, train_parser, tagger=not args.no_tagger,
+        # summed up in one line below instead
+        warnings.filterwarnings("ignore", message=r".*memory budget")
+        model = train_pipeline(train, dev, parser_options, tagger=not args.no_tagger,
                                tokenizer=not args.no_tokenizer,
                                folds=args.jackknife or JACKKNIFE_FOLDS,
                                tagger_epochs=args.tagger_epochs or DEFAULT_EPOCHS,
@@ -426,10 +410,28 @@ def _train(args, mixing) -> int:
                                checkpoint=checkpoint)
     for w in caught:
         _log.warning("%s", w.message)
+    _report_higher_order(model)
     model.save(args.output)
     best = model.meta.get("best_epoch")
     _log.info(f"saved {args.output}" + (f" (best dev epoch {best})" if dev else ""))
     return 0
+
+
+def _report_higher_order(model) -> None:
+    """One line per pruning choice of a higher-order model, and one for the training
+    sentences over its memory budget (trained at first order)."""
+    pruning = model.meta["training"].get("higher_order", {})
+    for what, choice in (("pruning", pruning.get("temperature_choice")),
+                         ("pruning for parsing", pruning.get("parse_choice"))):
+        if choice:
+            _log.info(f"{what}: temperature {choice['temperature']:g}, at most "
+                      f"{choice['max_heads']} heads per word, keeps "
+                      f"{100 * choice['gold_heads_kept']:.2f}% of the {choice['on']} gold "
+                      f"heads (target {100 * choice['target']:.2f}%), "
+                      f"{choice['kept_heads_per_word']:.2f} candidate heads per word")
+    if model.train_skipped:
+        _log.warning("%d training sentence(s) too long for the order-%d memory budget "
+                     "were trained at first order only", model.train_skipped, model.order)
 
 
 def _train_auto(args, mixing) -> int:
@@ -650,7 +652,6 @@ def _train_by_recipe(args) -> int:
     recipe's training with ``--scorer-option`` as its options)."""
     from arboreal.io.conllu import read_conllu
     from arboreal.learn.trainer import TrainingInterrupted
-    from arboreal.models import Parser
     from arboreal.models.pipeline import train_pipeline
     from arboreal.trees.diagnostics import training_data_warnings
 
@@ -703,16 +704,15 @@ def _train_by_recipe(args) -> int:
                 line += " (best)"
         _log.info("%s", line)
 
-    def train_parser(train_sentences, dev_sentences):
-        given = dict(embeddings=args.embeddings, order=args.order, encoder=args.encoder,
-                     max_seconds=args.max_time, device=args.device) if neural else \
-            dict(epochs=args.epochs)
-        return Parser.train(train_sentences, dev_sentences, scorer=args.scorer,
-                            decoder=args.decoder, single_root=not args.multi_root,
-                            seed=args.seed, scorer_options=options, patience=args.patience,
-                            progress=progress, log=log,
-                            checkpoint=None if checkpoint is None else checkpoint.parser(),
-                            **given)
+    given = dict(embeddings=args.embeddings, order=args.order, encoder=args.encoder,
+                 max_seconds=args.max_time, device=args.device) if neural else \
+        dict(epochs=args.epochs)
+    parser_options = dict(scorer=args.scorer, decoder=args.decoder,
+                          single_root=not args.multi_root, seed=args.seed,
+                          scorer_options=options, patience=args.patience,
+                          progress=progress, log=log,
+                          checkpoint=None if checkpoint is None else checkpoint.parser(),
+                          **given)
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -720,7 +720,7 @@ def _train_by_recipe(args) -> int:
             from arboreal.models.pipeline import JACKKNIFE_FOLDS
             from arboreal.models.tagger import DEFAULT_EPOCHS
 
-            model = train_pipeline(train, dev, train_parser,
+            model = train_pipeline(train, dev, parser_options,
                                    tagger=(False if args.no_tagger else
                                            "choose" if neural else needs_tagger(args.scorer)),
                                    folds=args.jackknife or JACKKNIFE_FOLDS,

@@ -123,14 +123,15 @@ def jackknife(sentences: Sequence, folds: int = JACKKNIFE_FOLDS,
     return out
 
 
-def train_pipeline(train: list, dev: list | None, train_parser: Callable[[list, list | None], object],
+def train_pipeline(train: list, dev: list | None, parser_options: dict | None = None,
                    tagger: bool | str = True, tokenizer: bool = True, folds: int = JACKKNIFE_FOLDS,
                    tagger_epochs: int = DEFAULT_EPOCHS, seed: int = 0,
                    log: Callable[[str], None] | None = None, parser_reads_tags: bool = True,
                    clusters=None, parser_tags: str = DEFAULT_PARSER_TAGS, checkpoint=None):
     """Train a tokenizer on the ``# text`` lines of ``train`` (when ``tokenizer``; skipped
     with a warning when the treebank has none), a tagger (best epoch per stage on
-    ``dev``), then the parser by ``train_parser(train, dev)`` on jackknifed tags (dev
+    ``dev``), then the parser by ``Parser.train(train, dev, **parser_options)`` (its
+    config, progress, log, checkpoint and other keywords) on jackknifed tags (dev
     tagged by the final tagger, as at parse time; ``parser_tags="both"``: the training
     sentences with jackknifed tags and again with their own, see :data:`PARSER_TAGS`);
     the returned parser carries the tokenizer and the tagger. ``tagger=False``: the parser on the given tags.
@@ -142,7 +143,15 @@ def train_pipeline(train: list, dev: list | None, train_parser: Callable[[list, 
     jackknifing tagger's too). ``checkpoint``: a
     :class:`~arboreal.models.checkpoint.TrainingCheckpoint`; each finished stage
     (tokenizer, tagger, jackknifed tags) is saved there and taken from there when the
-    training is resumed (the parser's epochs are ``train_parser``'s to checkpoint)."""
+    training is resumed (the parser's epochs are checkpointed by the ``checkpoint``
+    keyword of ``parser_options``)."""
+    from arboreal.models.parser import Parser
+
+    options = dict(parser_options or {})
+
+    def train_parser(sentences, dev_sentences):
+        return Parser.train(sentences, dev_sentences, **options)
+
     stages = _Stages(checkpoint)
     text_model = None
     if tokenizer:

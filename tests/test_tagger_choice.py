@@ -21,7 +21,7 @@ class _Tags:
         self.dev, self.tags, self.meta = dev, tags, {}
         self.scorer = type("S", (), {"tag_columns": list(columns)})()
 
-    def _filled_tags(self, sentences, retag):
+    def filled_tags(self, sentences, retag):
         assert retag and all(v == "_" for s in sentences for v in s.upos[1:].tolist())
         out = []
         for k, s in enumerate(sentences):

@@ -184,7 +184,7 @@ def dev_scores(parser, dev: list, encoded=None) -> dict:
 
     encoded = encoded if encoded is not None else parser.scorer.encode(dev)
     columns = tuple(c for c in ("upos",) if c in parser.scorer.tag_columns)
-    heads, labels, tags = parser._predict_all(encoded, tags=columns)
+    heads, labels, tags = parser.predict_encoded(encoded, tags=columns)
     uas, las = attachment_scores(dev, heads, labels)
     out = {"score": las, "las": las, "uas": uas}
     if columns:

@@ -203,23 +203,19 @@ class Parser(PipelineMixin):
                             clusters, lexicon, checkpoint)
 
     # ------------------------------------------------------------------ parsing
-    def _set_weights(self, w: np.ndarray) -> None:
+    def set_weights(self, w: np.ndarray) -> None:
         """Set a linear scorer's weights from a learner's vector ([w, v] for a jointly
         labeled model)."""
         self.scorer.set_weights(w)
 
-    def _predict_encoded(self, encoded, masks: list | None = None
-                         ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-        """(heads, labels) of encoded sentences; ``masks``: a higher-order model's
-        pruning masks of them, if already computed."""
-        heads, labels, _ = self._predict_all(encoded, masks)
-        return heads, labels
-
-    def _predict_all(self, encoded, masks: list | None = None, tags: tuple = ()
-                     ) -> tuple[list, list, dict]:
-        """(heads, labels, {column: values}) of encoded sentences, the scorer's ``tags``
-        columns among them; batch by batch, so that a scorer that computes labels and
-        tags from the same states as the arc scores computes them once."""
+    def predict_encoded(self, encoded, masks: list | None = None, tags: tuple = ()
+                        ) -> tuple[list, list, dict]:
+        """(heads, labels, {column: values}) of encoded sentences (the scorer's
+        ``encode``), the scorer's ``tags`` columns among them; ``masks``: a higher-order
+        model's pruning masks of them, if already computed. Batch by batch, so that a
+        scorer that computes labels and tags from the same states as the arc scores
+        computes them once. The one prediction path: :meth:`predict`, :meth:`parse` and
+        the trainer's dev scoring go through it."""
         lengths = self.scorer.lengths(encoded)
         out_heads: list = [np.array([-1], dtype=np.int64)] * len(lengths)
         out_labels: list = [np.array(["<root>"], dtype=object)] * len(lengths)
@@ -256,12 +252,9 @@ class Parser(PipelineMixin):
                         out_tags[c][i] = v
         return out_heads, out_labels, out_tags
 
-    def _decode_all(self, encoded, masks: list | None = None) -> list[np.ndarray]:
-        return self._predict_all(encoded, masks)[0]
-
     def predict_heads(self, sentences: list) -> list[np.ndarray]:
-        """Heads (n+1,) of every sentence (tags as given)."""
-        return self._decode_all(self.scorer.encode(list(sentences)))
+        """Heads (n+1,) of every sentence (tags as given): :meth:`predict`'s first half."""
+        return self.predict(list(sentences))[0]
 
     def pruning_recall(self, sentences: list) -> tuple[float, float]:
         """A higher-order model's (share of gold heads its pruning keeps, kept heads per
@@ -274,7 +267,8 @@ class Parser(PipelineMixin):
 
     def predict(self, sentences: list) -> tuple[list[np.ndarray], list[np.ndarray]]:
         """(heads, deprels) for every sentence, without building new Sentence objects."""
-        return self._predict_encoded(self.scorer.encode(sentences))
+        heads, labels, _ = self.predict_encoded(self.scorer.encode(sentences))
+        return heads, labels
 
     def parse(self, sentences: list, retag: bool = False, decode: str = "map",
               probabilities: bool = False) -> list:
@@ -294,7 +288,7 @@ class Parser(PipelineMixin):
             # the scorer tags as it parses: the tree's pass fills the tags (map), or
             # one pass fills them first (the analyses)
             if decode != "map" or probabilities:
-                sentences = self._filled_tags(sentences, retag)
+                sentences = self.filled_tags(sentences, retag)
         else:
             sentences = complete_tags(self, sentences, retag)
         fell_back: list = []
@@ -332,7 +326,7 @@ class Parser(PipelineMixin):
         mats = score_matrices(self, self.scorer.encode(sentences))
         return [arc_marginals(self, summed) for _, summed in mats]
 
-    def _filled_tags(self, sentences: list, retag: bool) -> list:
+    def filled_tags(self, sentences: list, retag: bool) -> list:
         """Copies of ``sentences`` with the scorer's tags where they lack them (all with
         ``retag``); their trees as given."""
         return [_with_columns(orig, s)
@@ -340,7 +334,7 @@ class Parser(PipelineMixin):
 
     def _parse_whole(self, sentences: list, retag: bool = False) -> list:
         columns = tuple(self.scorer.tag_columns)
-        heads, labels, tags = self._predict_all(self.scorer.encode(sentences), tags=columns)
+        heads, labels, tags = self.predict_encoded(self.scorer.encode(sentences), tags=columns)
         out = [s.with_tree(h, d) for s, h, d in zip(sentences, heads, labels)]
         if columns:
             # a scorer that tags fills the columns a sentence lacks (every one with retag)

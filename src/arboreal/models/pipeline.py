@@ -74,7 +74,7 @@ def complete_tags(model, sentences: Sequence, retag: bool = False) -> list:
     sentences = list(sentences)
     tagger = getattr(model, "tagger", None)
     if tagger is None and getattr(getattr(model, "scorer", None), "tag_columns", None):
-        return model._filled_tags(sentences, retag)      # a scorer that tags
+        return model.filled_tags(sentences, retag)      # a scorer that tags
     if tagger is None:
         if retag:
             raise UntaggedInputError("this model has no tagger, so it cannot retag its input "
@@ -255,7 +255,7 @@ def choose_tagger(model, linear: Tagger, dev: Sequence, log: Callable | None = N
     if not columns:
         return None
     blank = words_only(dev)
-    own = model._filled_tags(blank, retag=True) if model.scorer.tag_columns else blank
+    own = model.filled_tags(blank, retag=True) if model.scorer.tag_columns else blank
     scores = {"scorer": tagging_accuracy(own, dev, columns),
               "linear": tagging_accuracy(linear.tag(blank), dev, columns)}
     mean = {k: sum(v.values()) / len(v) for k, v in scores.items()}

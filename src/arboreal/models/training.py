@@ -438,7 +438,7 @@ class _LinearTraining:
         weights, decoder, best_epoch, selection, history, stopped = self._epochs(
             parser, data, dev_enc, dev_masks)
         self.seconds["arcs"] = time.perf_counter() - t0
-        parser._set_weights(weights)
+        parser.set_weights(weights)
         chosen = self.train_decoder
         if config.decoder == AUTO:
             chosen = decoder or (ProjectiveTrees.name if all(is_projective(h) for h in heads)
@@ -662,12 +662,12 @@ class _LinearTraining:
                     if self.config.decoder == AUTO else (self.train_decoder,))
 
         def evaluate(weights: np.ndarray, epoch: int) -> dict:
-            parser._set_weights(weights)
+            parser.set_weights(weights)
             out: dict = {}
             by_decoder: dict[str, float] = {}
             for d in decoders:
                 parser.decoder = d
-                uas, las = attachment_scores(dev, *parser._predict_encoded(dev_enc, dev_masks))
+                uas, las = attachment_scores(dev, *parser.predict_encoded(dev_enc, dev_masks)[:2])
                 by_decoder[d] = uas
                 if not out or uas > out["uas"]:
                     out = {"score": uas, "uas": uas, "las": las, "decoder": d}

@@ -132,3 +132,49 @@ def test_the_rules_see_what_they_check(tmp_path, monkeypatch):
                         if self == fake else Path.read_bytes(self).decode())
     found = [m for _, m in _imports(fake)]
     assert "arboreal.models" in found and "arboreal.learn.trainer" in found
+
+
+#: the modules that ``arboreal train`` walks through, from the command to the learners
+#: (docs/design.md, "what runs when")
+TRAINING_WALK = ("cli/train_cmd.py", "models/pipeline.py", "models/parser.py",
+                 "models/training.py", "models/neural.py", "learn/trainer.py",
+                 "learn/neural.py")
+
+
+def _private_uses(path: Path) -> list[str]:
+    """What ``path`` uses of another module's private names: imports of ``_name`` from
+    another arboreal module, and ``obj._name`` on anything but ``self`` and ``cls``."""
+    out = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("arboreal"):
+            out += [f"{node.lineno}: from {node.module} import {a.name}" for a in node.names
+                    if a.name.startswith("_") and not a.name.startswith("__")]
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("_") \
+                and not node.attr.startswith("__") \
+                and not (isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+            out.append(f"{node.lineno}: {ast.unparse(node)}")
+    return out
+
+
+@pytest.mark.parametrize("module", TRAINING_WALK)
+def test_the_training_walk_uses_no_private_name_of_another_module(module):
+    assert _private_uses(SRC / module) == []
+
+
+def test_the_private_name_check_sees_both_kinds(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("from arboreal.models.parser import _with_columns\n"
+                   "def f(parser):\n    return parser._parse_whole([])\n", encoding="utf-8")
+    assert _private_uses(bad) == ["1: from arboreal.models.parser import _with_columns",
+                                  "3: parser._parse_whole"]
+
+
+def test_the_pipeline_calls_no_function_of_its_caller():
+    """models/pipeline.py takes no callable parameter to train the parser with: it calls
+    Parser.train itself (a closure from the command line was a call back up)."""
+    tree = ast.parse((SRC / "models" / "pipeline.py").read_text(encoding="utf-8"))
+    train = next(n for n in tree.body
+                 if isinstance(n, ast.FunctionDef) and n.name == "train_pipeline")
+    args = train.args.args
+    assert [a.arg for a in args][:3] == ["train", "dev", "parser_options"]
+    assert ast.unparse(args[2].annotation) == "dict | None"

@@ -363,6 +363,28 @@ def test_bilstm_states_do_not_depend_on_padding():
             assert torch.allclose(batched[b, :n], alone[0], atol=1e-6)
 
 
+def test_a_small_treebank_gets_a_smaller_bilstm_unless_its_sizes_are_given():
+    from arboreal.models import Parser
+    from arboreal.models.neural import (SMALL_TREEBANK_SIZES, SMALL_TREEBANK_WORDS,
+                                        network_sizes_for)
+    from arboreal.neural.network import NetworkConfig
+
+    assert network_sizes_for(204_577) == {}                       # English-EWT
+    assert network_sizes_for(SMALL_TREEBANK_WORDS) == {}
+    assert network_sizes_for(SMALL_TREEBANK_WORDS - 1) == SMALL_TREEBANK_SIZES
+    default = NetworkConfig()
+    assert (SMALL_TREEBANK_SIZES["lstm_dim"], SMALL_TREEBANK_SIZES["lstm_layers"]) < \
+        (default.lstm_dim, default.lstm_layers)
+    train = read_conllu(SAMPLE / "en_ewt-sample-train.conllu")[:30]
+    sizes = {k: v for k, v in TINY.items() if k not in ("lstm_dim", "lstm_layers")}
+    small = Parser.train(train, None, scorer="neural", scorer_options=dict(sizes, epochs=1))
+    assert small.scorer.config.lstm_dim == SMALL_TREEBANK_SIZES["lstm_dim"]
+    assert small.scorer.config.lstm_layers == SMALL_TREEBANK_SIZES["lstm_layers"]
+    given = Parser.train(train, None, scorer="neural",
+                         scorer_options=dict(sizes, epochs=1, lstm_dim=24, lstm_layers=1))
+    assert (given.scorer.config.lstm_dim, given.scorer.config.lstm_layers) == (24, 1)
+
+
 def test_a_seed_makes_training_repeatable():
     from arboreal.models import Parser
 

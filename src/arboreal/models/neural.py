@@ -52,6 +52,13 @@ TRAINING_DEFAULTS = {
 #: with --order 2: units of the sibling and grandparent scorers unless given (Zhang et al.
 #: 2020's second-order CRF parser uses 100)
 PART_DIM = 100
+#: a treebank of fewer training words than this gets the BiLSTM of
+#: :data:`SMALL_TREEBANK_SIZES` unless its sizes are given ...
+SMALL_TREEBANK_WORDS = 30_000
+#: ... two layers of 200 units a direction instead of three of 300: on Hungarian-Szeged
+#: (20k words) and Wolof-WTB (24k) higher dev LAS at about half the time per epoch
+#: (docs/benchmarks.md, neural_small_sizes)
+SMALL_TREEBANK_SIZES = {"lstm_dim": 200, "lstm_layers": 2}
 #: sizes of the network that the data decide, not options
 DERIVED_SIZES = ("pretrained_dim", "encoder_states", "encoder_hidden")
 
@@ -177,6 +184,13 @@ def _precompute_encoder_states(scorer, corpora: list) -> None:
         scorer.compute_encoder_states(corpus)
 
 
+def network_sizes_for(train_words: int) -> dict:
+    """The network sizes that a treebank of ``train_words`` words gets unless they are
+    given: :data:`SMALL_TREEBANK_SIZES` under :data:`SMALL_TREEBANK_WORDS` words, else
+    none (the defaults of :class:`~arboreal.neural.network.NetworkConfig`)."""
+    return dict(SMALL_TREEBANK_SIZES) if train_words < SMALL_TREEBANK_WORDS else {}
+
+
 def dev_scores(parser, dev: list, encoded=None) -> dict:
     """LAS, UAS and UPOS accuracy (percent) of ``parser`` on gold-token ``dev``
     sentences (its predicted tags, not dev's); ``score`` is LAS."""
@@ -256,6 +270,7 @@ def train_neural(parser_class, train: list, dev: list | None, decoder: str = "cl
 
         words, vectors = read_embeddings(embeddings, opts["max_pretrained"])
     transformer, record = _pretrained_encoder(encoder, opts)
+    net_options = {**network_sizes_for(sum(len(s) for s in train)), **net_options}
     config = NetworkConfig(**net_options,
                            pretrained_dim=0 if vectors is None else vectors.shape[1],
                            encoder_states=transformer.states if transformer else 0,

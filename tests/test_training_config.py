@@ -190,12 +190,28 @@ def test_the_learner_may_still_be_the_third_argument(tiny):
     ({"scorer": "neural", "order": 2, "decoder": "cle"}, "--decoder eisner"),
     ({"decoder": "both"}, "unknown decoder"),
     ({"epochs": 0}, "epochs must be at least 1"),
+    # the learner's fit to the order: refused before a tagger is trained for the parser
+    ({"order": 2, "learner": "local-margin"}, "'local-margin' is not supported with --order"),
+    ({"order": 3, "learner": "loglinear"}, "needs part marginals"),
+    ({"order": 2, "learner": "loglinear-labeled"}, "is first-order only"),
+    ({"scorer": "neural", "scorer_options": {"encoder_layer": 3}}, "give --encoder"),
 ])
 def test_the_config_is_validated(tiny, options, problem):
     with pytest.raises(ArborealError, match=problem.replace("(", r"\(").replace(")", r"\)")):
         TrainingConfig(**options).validate()
     with pytest.raises(ArborealError, match=problem.replace("(", r"\(").replace(")", r"\)")):
         Parser.train(tiny[0][:5], config=TrainingConfig(**options))
+
+
+def test_the_encoder_only_options_are_options_of_the_neural_scorer():
+    from dataclasses import fields
+
+    from arboreal.models.neural import ENCODER_OPTIONS, neural_options
+    from arboreal.neural.network import NetworkConfig
+
+    training = neural_options({})[1]
+    known = {f.name for f in fields(NetworkConfig)} | set(training)
+    assert ENCODER_OPTIONS and set(ENCODER_OPTIONS) <= known
 
 
 def test_parser_train_is_at_most_80_lines():

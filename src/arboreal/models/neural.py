@@ -49,6 +49,10 @@ TRAINING_DEFAULTS = {
     "encoder_learning_rate": 5e-5,
     "encoder_warmup": 0.1,
 }
+#: the options (network sizes and training options) that only a pretrained transformer
+#: (``--encoder``) uses
+ENCODER_OPTIONS = ("encoder_dim", "encoder_layer", "encoder_pooling", "fine_tune",
+                   "encoder_learning_rate", "encoder_warmup")
 #: with --order 2: units of the sibling and grandparent scorers unless given (Zhang et al.
 #: 2020's second-order CRF parser uses 100)
 PART_DIM = 100

@@ -226,6 +226,12 @@ class TrainingConfig:
             if self.order == 2 and self.decoder != AUTO \
                     and not tree_structure(self.decoder).projective:
                 bad("second-order neural models decode projective trees: --decoder eisner")
+            from arboreal.models.neural import ENCODER_OPTIONS
+
+            unused = sorted(set(self.scorer_options or {}) & set(ENCODER_OPTIONS))
+            if unused and not self.encoder:
+                bad(f"neural scorer option(s) {', '.join(unused)} apply to a pretrained "
+                    "transformer: give --encoder")
             return
         neural = sorted(given & set(NEURAL_ONLY))
         if neural:
@@ -236,7 +242,7 @@ class TrainingConfig:
         if misplaced:
             bad(f"{', '.join(misplaced)}: options of the higher-order model, not of the "
                 "learner (--" + misplaced[0].replace("_", "-") + ")")
-        self.make_learner()        # its options, checked by its constructor
+        learner = self.make_learner()        # its options, checked by its constructor
         kinds = self.kinds()
         ho_given = sorted(given & set(HIGHER_ORDER_OPTIONS))
         if ho_given and not kinds:
@@ -246,6 +252,21 @@ class TrainingConfig:
                                                       ArrayFamily):
                 bad("higher-order models take --decoder eisner (projective) or cle "
                     "(projective tree + hill-climbing)")
+            if not getattr(learner, "trains_parts", False):
+                bad(f"learner {self.learner!r} is not supported with --order 2/3; choose "
+                    "from perceptron, mira, kbest-mira (1-best there), loglinear, eg "
+                    "(order 2)")
+            # a learner of probabilities needs gold trees its distribution covers: at
+            # higher orders the projective trees of the model's decoder
+            if getattr(learner, "marginal_based", False) and (
+                    not set(kinds) <= HigherOrder.MARGINAL_KINDS
+                    or not tree_structure(self.decoder, self.single_root).projective):
+                bad(f"learner {self.learner!r} needs part marginals: at higher orders it "
+                    "trains siblings, grandparents and grand-siblings (order 2, Model 1) "
+                    "with --decoder eisner, not tri-siblings")
+            if getattr(learner, "labeled", False):
+                bad("joint labeled training (--learner loglinear-labeled) is first-order "
+                    "only")
             if mixing:
                 bad("iterative parameter mixing trains first-order parsers; train higher "
                     "orders without it")
@@ -407,23 +428,9 @@ class _LinearTraining:
         #: the decoder and tree family of training ("auto" trains non-projectively)
         self.train_decoder = NonProjectiveTrees.name if config.decoder == AUTO else config.decoder
         self.structure = tree_structure(self.train_decoder, config.single_root)
-        if self.kinds and not getattr(self.learn, "trains_parts", False):
-            raise ArborealError(f"learner {config.learner!r} is not supported with --order 2/3; "
-                                "choose from perceptron, mira, kbest-mira (1-best there), "
-                                "loglinear, eg (order 2)")
-        # a learner of probabilities needs gold trees its distribution covers: at higher
-        # orders the projective trees of the model's decoder
+        # (the learner's fit to the orders and the decoder is checked by config.validate)
         self.marginal_based = bool(getattr(self.learn, "marginal_based", False))
-        if self.kinds and self.marginal_based and (
-                not set(self.kinds) <= HigherOrder.MARGINAL_KINDS or
-                not self.structure.projective):
-            raise ArborealError(f"learner {config.learner!r} needs part marginals: at higher "
-                                "orders it trains siblings, grandparents and grand-siblings "
-                                "(order 2, Model 1) with --decoder eisner, not tri-siblings")
         self.joint = bool(getattr(self.learn, "labeled", False))
-        if self.joint and self.kinds:
-            raise ArborealError("joint labeled training (--learner loglinear-labeled) is "
-                                "first-order only")
         if mixing is not None:   # iterative parameter mixing (arboreal.learn.mixing)
             self.learn = mixing(self.learn)
         self.seconds: dict = {}

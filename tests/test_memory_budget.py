@@ -15,7 +15,7 @@ from arboreal.inference.higher_order import (MemoryBudgetError, MemoryBudgetWarn
                                              prune_arcs)
 from arboreal.inference.higher_order.memory import chart_bytes, decoder_kind
 from arboreal.inference.higher_order.third_order import _charts
-from arboreal.io.conllu import read_conllu
+from arboreal.io.conllu import read_conllu, write_conllu
 from arboreal.models import Parser
 from arboreal.trees import is_tree
 
@@ -26,6 +26,12 @@ ALL = ("sib", "grand", "gsib", "trisib")
 def random_mask(rng, n, k):
     mu = rng.random((n + 1, n + 1))
     return prune_arcs(mu, 0.0, k, True)
+
+
+def sample_head(path: Path, sentences: int) -> Path:
+    """The first ``sentences`` sentences of the sample's train file, written to ``path``."""
+    write_conllu(read_conllu(SAMPLE / "en_ewt-sample-train.conllu")[:sentences], path)
+    return path
 
 
 def long_sentence_file(path: Path, words: int) -> Path:
@@ -211,11 +217,12 @@ def _rss_kb(cmd: list[str]) -> tuple[int, str]:
 def models_by_order(tmp_path_factory):
     """A default model of each order, trained once (1 epoch on the sample)."""
     d = tmp_path_factory.mktemp("orders")
+    train = sample_head(d / "train.conllu", 150)
     models = {}
     for order in (1, 2, 3):
         models[order] = d / f"order{order}.model"
         subprocess.run([sys.executable, "-m", "arboreal", "train",
-                        str(SAMPLE / "en_ewt-sample-train.conllu"), "-o", str(models[order]),
+                        str(train), "-o", str(models[order]),
                         "--order", str(order), "--epochs", "1", "--quiet"], check=True)
     return models
 
@@ -240,10 +247,10 @@ def test_parsing_a_long_sentence_stays_under_2_gb(tmp_path, models_by_order, ord
 @pytest.mark.slow
 def test_training_with_a_long_sentence_exits_0_with_a_warning(tmp_path):
     train = tmp_path / "train.conllu"
-    sample = (SAMPLE / "en_ewt-sample-train.conllu").read_text(encoding="utf-8")
-    long = long_sentence_file(tmp_path / "long.conllu", 1000).read_text(encoding="utf-8")
+    sample = sample_head(tmp_path / "head.conllu", 150).read_text(encoding="utf-8")
+    long = long_sentence_file(tmp_path / "long.conllu", 500).read_text(encoding="utf-8")
     train.write_text(sample.rstrip("\n") + "\n\n" + long, encoding="utf-8")
-    # the default budget takes the 1,000-word sentence at order 2; a smaller one
+    # the default budget takes the 500-word sentence at order 2; a smaller one
     # (every sample sentence still fits) leaves it out with a warning
     for extra, warned in (([], False), (["--memory-budget", "20000000"], True)):
         rss, err = _rss_kb([sys.executable, "-m", "arboreal", "train", str(train),

@@ -591,6 +591,10 @@ class DaskMixingRunner:
                 workers=self.where[i], allow_other_workers=True, pure=False))
         bar = iter(data.wrap(range(len(data)), epoch))
         for future in as_completed(futures):
+            if future.status != "finished":
+                # a shard's error, or its cancellation by a lost scheduler, raised now: the
+                # tasks below would wait for the client's reconnection attempts to end
+                future.result()
             advance_bar(bar, len(orders[futures.index(future)]))
         advance_bar(bar, len(data))
         state = client.submit(_mix_task, futures, m, c, self.mixing.mode, pure=False)

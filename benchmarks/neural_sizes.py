@@ -77,18 +77,37 @@ def read_log(log: Path) -> dict:
             "epoch_s": sum(seconds), **timing}
 
 
+#: the columns of :func:`run_cells`
+RUN_COLUMNS = ("best dev LAS | UAS | UPOS | best epoch | median s per epoch "
+               "| `arboreal train` wall | peak memory |")
+
+
+def run_cells(r: dict) -> str:
+    """One training's figures (:func:`read_log`) as the cells of :data:`RUN_COLUMNS`."""
+    b = r["best"]
+    upos = "" if b["upos"] is None else f"{b['upos']:.2f}"
+    return (f"{b['las']:.2f} | {b['uas']:.2f} | {upos} | {b['epoch']} of {r['epochs']} | "
+            f"{r['median_epoch_s']:.1f} | {r['wall'] / 60:.1f} min | {r['rss_mib']:,.0f} MiB |")
+
+
+def log_run_arguments(ap: argparse.ArgumentParser, work: str, section: str) -> None:
+    """The options of a benchmark of training logs: ``--work-dir`` (default
+    runs/WORK), ``--from-logs``, ``--no-write``, ``--section`` (default SECTION),
+    ``--note``."""
+    ap.add_argument("--work-dir", type=Path, default=ROOT / "runs" / work)
+    ap.add_argument("--from-logs", action="store_true")
+    ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--section", default=section)
+    ap.add_argument("--note", default="")
+
+
 def table(results: dict, sizes: list[str]) -> str:
-    lines = ["| treebank | BiLSTM (layers x units) | best dev LAS | UAS | UPOS | best epoch "
-             "| median s per epoch | `arboreal train` wall | peak memory |",
+    lines = ["| treebank | BiLSTM (layers x units) | " + RUN_COLUMNS,
              "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for treebank, by_size in results.items():
         for size in sizes:
-            r = by_size[size]
-            b = r["best"]
-            lines.append(f"| {treebank.removeprefix('UD_')} | {size} | {b['las']:.2f} | "
-                         f"{b['uas']:.2f} | {b['upos']:.2f} | {b['epoch']} of {r['epochs']} | "
-                         f"{r['median_epoch_s']:.1f} | {r['wall'] / 60:.1f} min | "
-                         f"{r['rss_mib']:,.0f} MiB |")
+            lines.append(f"| {treebank.removeprefix('UD_')} | {size} | "
+                         + run_cells(by_size[size]))
     return "\n".join(lines) + "\n"
 
 
@@ -96,11 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--treebanks", nargs="+", default=DEFAULT_TREEBANKS)
     ap.add_argument("--sizes", nargs="+", default=DEFAULT_SIZES)
-    ap.add_argument("--work-dir", type=Path, default=ROOT / "runs" / "neural_sizes")
-    ap.add_argument("--from-logs", action="store_true")
-    ap.add_argument("--no-write", action="store_true")
-    ap.add_argument("--section", default="neural_small_sizes")
-    ap.add_argument("--note", default="")
+    log_run_arguments(ap, "neural_sizes", "neural_small_sizes")
     args = ap.parse_args(argv)
     started = utc_now()
     results = {}

@@ -215,7 +215,8 @@ def _rss_kb(cmd: list[str]) -> tuple[int, str]:
 
 @pytest.fixture(scope="module")
 def models_by_order(tmp_path_factory):
-    """A default model of each order, trained once (1 epoch on the sample)."""
+    """A default model of each order, trained once (1 epoch on the sample's first 150
+    sentences)."""
     d = tmp_path_factory.mktemp("orders")
     train = sample_head(d / "train.conllu", 150)
     models = {}

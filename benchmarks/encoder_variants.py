@@ -19,8 +19,8 @@ and peak memory.
         [--work-dir runs/encoder_variants] [--from-logs] [--no-write] [--note '...']
 
 A variant is ``NAME`` or ``NAME=KEY=VALUE[,KEY=VALUE...]``: ``--scorer-option``
-arguments, ``seed=K`` for ``--seed K`` (a second seed of a variant shows the noise). ``--from-logs`` reads the work directory's ``VARIANT.log`` files instead of
-training.
+arguments, ``seed=K`` for ``--seed K`` (a second seed of a variant shows the noise).
+``--from-logs`` reads the work directory's ``VARIANT.log`` files instead of training.
 """
 from __future__ import annotations
 
@@ -51,21 +51,12 @@ def parse_variant(spec: str) -> tuple[str, list[str]]:
 def first_sentences(conllu: Path, count: int, out: Path) -> int:
     """Write the first ``count`` sentences of ``conllu`` (all with 0) to ``out``; return
     how many were written."""
-    written, block = 0, []
-    with open(conllu, encoding="utf-8") as f, open(out, "w", encoding="utf-8") as g:
-        for line in f:
-            block.append(line)
-            if not line.strip():
-                if any(x[:1].isdigit() for x in block):
-                    g.writelines(block)
-                    written += 1
-                block = []
-                if count and written >= count:
-                    break
-        if block and any(x[:1].isdigit() for x in block) and not (count and written >= count):
-            g.writelines(block + ["\n"])
-            written += 1
-    return written
+    from arboreal.io.conllu import read_conllu, write_conllu
+
+    sentences = read_conllu(conllu)
+    sentences = sentences[:count] if count else sentences
+    write_conllu(sentences, out)
+    return len(sentences)
 
 
 def train(name: str, options: list[str], train_file: Path, dev: Path, encoder: str,
